@@ -1,0 +1,22 @@
+// Lint: the recommended rules of eslint and typescript-eslint, plus the habits of STYLE.md
+// that a linter can see (no empty catch blocks, no floating promises).
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', 'artifacts/**', '.tickler/**', 'web/**/*.min.js'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    files: ['**/*.ts'],
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      'no-empty': ['error', { allowEmptyCatch: false }],
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-explicit-any': 'error',
+    },
+  },
+);

@@ -1,0 +1,27 @@
+// Runs the test files under test/ with node's test runner. On Node 20, `node --test` given a
+// folder runs nothing and exits 0 (STACK.md), so the files are listed here explicitly.
+// Usage: node scripts/run-tests.mjs [substring ...]   (only files whose path contains one)
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+
+function collect(dir) {
+  const files = [];
+  for (const name of readdirSync(dir).sort()) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) files.push(...collect(path));
+    else if (name.endsWith('.test.ts')) files.push(path);
+  }
+  return files;
+}
+
+const filters = process.argv.slice(2);
+const files = collect('test').filter((file) => filters.length === 0 || filters.some((f) => file.includes(f)));
+if (files.length === 0) {
+  console.error(`no test files matched ${filters.join(' ')}`);
+  process.exit(1);
+}
+const result = spawnSync(process.execPath,
+  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-reporter=spec', ...files],
+  { stdio: 'inherit' });
+process.exit(result.status ?? 1);

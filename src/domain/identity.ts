@@ -1,0 +1,44 @@
+/**
+ * Identity and placement: the deterministic run id (DESIGN.md "Nouns"), the shard a job
+ * lives on and the one-minute bucket a timer falls in. Pure; hashing is the only work.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { bucketDurationMs, shardCount } from '../limits.js';
+
+/** `hex(sha256(job_id + "|" + scheduled_at_iso))[0:32]`, on the pre-jitter time. */
+export function runIdOf(jobId: string, scheduledAtMs: number): string {
+  return createHash('sha256')
+    .update(`${jobId}|${new Date(scheduledAtMs).toISOString()}`)
+    .digest('hex')
+    .slice(0, 32);
+}
+
+/** FNV-1a over the UTF-16 code units: fast, stable across processes and stores. */
+export function hash32(text: string): number {
+  let hash = 0x811c9dc5;
+  for (let index = 0; index < text.length; index++) {
+    hash ^= text.charCodeAt(index);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return hash >>> 0;
+}
+
+export function shardOf(jobId: string): number {
+  return hash32(jobId) % shardCount;
+}
+
+export function bucketOf(fireAtMs: number): number {
+  return Math.floor(fireAtMs / bucketDurationMs);
+}
+
+/**
+ * Job ids sort by creation time: 12 hex digits of milliseconds, then 16 random hex digits.
+ * The random part is not a secret; it only keeps ids unique across nodes.
+ */
+export function newJobId(nowMs: number): string {
+  return `j_${Math.floor(nowMs).toString(16).padStart(12, '0')}${randomBytes(8).toString('hex')}`;
+}
+
+export function sha256Hex(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}

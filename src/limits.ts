@@ -1,0 +1,91 @@
+/**
+ * Every limit and default in one place (STYLE.md §8), with the relations between them
+ * asserted at load time. Defaults come from DESIGN.md "Defaults"; tests shorten the timing
+ * ones through `TimingConfig`, never by editing this file.
+ */
+import assert from 'node:assert/strict';
+
+export const shardCount = 1024;
+export const bucketDurationMs = 60_000;
+
+export const payloadBytesMax = 65_536;
+export const requestBodyBytesMax = 1_048_576;
+export const batchRequestBodyBytesMax = 16 * 1_048_576;
+export const batchJobsMax = 1_000;
+export const listLimitDefault = 50;
+export const listLimitMax = 1_000;
+export const previewCountMax = 1_000;
+export const keyLengthMax = 256;
+export const poolLengthMax = 128;
+export const labelsCountMax = 64;
+export const labelLengthMax = 256;
+export const resourcesCountMax = 32;
+export const cronLengthMax = 1_024;
+export const errorTextLengthMax = 8_192;
+export const resultBytesMax = 65_536;
+export const jsonDepthMax = 64;
+
+/** A cron expression with no occurrence within this horizon is rejected (`0 0 30 2 *`). */
+export const scheduleLookaheadYears = 5;
+export const toleranceSecondsMax = 86_400;
+
+export const leaseSecondsMin = 5;
+export const leaseSecondsMax = 900;
+export const leaseSecondsDefault = 60;
+export const leaseBatchMax = 1_000;
+export const leaseWaitSecondsMax = 60;
+
+export const retryDefault = { max_attempts: 5, base_s: 30, max_s: 3_600 } as const;
+export const retryAttemptsMax = 100;
+export const retryBaseSecondsMax = 86_400;
+export const retryMaxSecondsMax = 7 * 86_400;
+export const retryJitterFraction = 0.2;
+
+export const cronToleranceSecondsDefault = 300;
+export const oneShotToleranceSecondsDefault = 0;
+export const catchUpWindowSecondsDefault = 86_400;
+/** A catch-up writes at most this many skipped rows and summarises the rest (API.md). */
+export const catchUpSkippedRowsMax = 100;
+/** Share of dispatch capacity a `catch_up: all` backlog may use. */
+export const catchUpDispatchShareDefault = 0.2;
+
+/** Timing of the scheduler; shortened in tests and chaos runs. */
+export interface TimingConfig {
+  shardLeaseTtlMs: number;
+  shardLeaseRenewIntervalMs: number;
+  shardLeaseSafetyMarginMs: number;
+  loadHorizonMs: number;
+  loadRefreshIntervalMs: number;
+  reconcileIntervalMs: number;
+  /** Period of the lease-expiry sweep when nothing nearer is known. */
+  leaseSweepIntervalMs: number;
+}
+
+export const timingDefaults: TimingConfig = {
+  shardLeaseTtlMs: 10_000,
+  shardLeaseRenewIntervalMs: 3_000,
+  shardLeaseSafetyMarginMs: 2_000,
+  loadHorizonMs: 300_000,
+  loadRefreshIntervalMs: 30_000,
+  reconcileIntervalMs: 60_000,
+  leaseSweepIntervalMs: 1_000,
+};
+
+export function assertTiming(timing: TimingConfig): void {
+  assert.ok(timing.shardLeaseRenewIntervalMs * 3 <= timing.shardLeaseTtlMs, 'renew at least three times per lease TTL');
+  assert.ok(timing.shardLeaseSafetyMarginMs < timing.shardLeaseTtlMs - timing.shardLeaseRenewIntervalMs,
+    'the safety margin must leave room to renew');
+  assert.ok(timing.loadRefreshIntervalMs < timing.loadHorizonMs, 'refresh more often than the horizon is long');
+  assert.ok(timing.leaseSweepIntervalMs > 0 && timing.reconcileIntervalMs > 0);
+}
+
+/** The wheel covers the load horizon plus one refresh, in one-millisecond-resolution slots of 10 ms. */
+export const wheelTickMs = 10;
+/** Timers per dispatch transaction; measured: larger batches stop paying off past ~500 on SQLite. */
+export const dispatchBatchMax = 512;
+/** Timers read per loader query page. */
+export const loadPageMax = 5_000;
+/** Creates coalesced into one group-commit transaction. */
+export const groupCommitMax = 2_000;
+
+assertTiming(timingDefaults);

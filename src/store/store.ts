@@ -1,0 +1,281 @@
+/**
+ * The Store contract: every durable operation tickler performs, named as a domain
+ * operation (STYLE.md §2). Each method is one atomic transition with its fence inside it:
+ * a shard token is checked in the same transaction that dispatches, a worker token in the
+ * same statement that heartbeats or completes. SQLite and PostgreSQL implement this file;
+ * `test/store/conformance.ts` holds both to it.
+ *
+ * Times are epoch milliseconds passed in by the caller (the store never reads a clock,
+ * except PostgreSQL's shard-lease expiry, which is judged by the database's clock when the
+ * store is configured for real time).
+ */
+import type {
+  JobRecord,
+  JobSpec,
+  JobState,
+  Lane,
+  Page,
+  RunEvent,
+  RunRecord,
+  RunStatus,
+  CompletionStatus,
+} from '../domain/types.js';
+
+/** A timer to write: the store derives `bucket` from `fireAtMs`. */
+export interface TimerWrite {
+  fireAtMs: number;
+  scheduledAtMs: number;
+}
+
+export interface CreateJobInput {
+  job: JobRecord;
+  /** The first timer, or null when the schedule has no occurrence to wait for. */
+  timer: TimerWrite | null;
+}
+
+export type CreateJobOutcome =
+  | { kind: 'created'; job: JobRecord }
+  /** `key` repeated with the same request hash: the existing job. */
+  | { kind: 'existing'; job: JobRecord }
+  /** `key` repeated with another request hash. */
+  | { kind: 'key_conflict'; job: JobRecord };
+
+/**
+ * `team: null` means an admin acting across teams. Team-scoped reads of another team's
+ * object answer null, exactly as for an unknown id.
+ */
+export type TeamScope = string | null;
+
+export interface JobListFilter {
+  team: TeamScope;
+  state?: JobState;
+  pool?: string;
+  /** `name=value` or `name` (has the label). */
+  label?: string;
+  cursor?: string;
+  limit: number;
+}
+
+/**
+ * A read-compute-write change to one job (PATCH, pause, resume). Applied only when the job
+ * still has `expectedVersion`; otherwise `version_conflict` and the caller recomputes.
+ * `timer: 'keep'` leaves the pending timer; a TimerWrite or null replaces it (null deletes).
+ */
+export interface JobChange {
+  team: TeamScope;
+  jobId: string;
+  expectedVersion: number;
+  spec?: JobSpec;
+  requestHash?: string;
+  state?: JobState;
+  timer: TimerWrite | null | 'keep';
+  nowMs: number;
+}
+
+export type JobChangeOutcome =
+  | { kind: 'changed'; job: JobRecord }
+  | { kind: 'not_found' }
+  | { kind: 'version_conflict'; job: JobRecord };
+
+/** A pending timer as the loader sees it, with what the scheduler needs to fire it. */
+export interface LoadedTimer {
+  timerId: string;
+  jobId: string;
+  shard: number;
+  fireAtMs: number;
+  scheduledAtMs: number;
+  /** The job's version when the timer was read; dispatch re-checks state, not version. */
+  jobVersion: number;
+  spec: JobSpec;
+}
+
+export interface LoadTimersQuery {
+  /** Shards this node holds; the store answers only timers of these shards. */
+  shards: readonly number[];
+  /** Timers with `fireAtMs < untilMs` (overdue ones included). */
+  untilMs: number;
+  /** Keyset cursor: continue after this (fireAtMs, timerId). */
+  after?: { fireAtMs: number; timerId: string };
+  limit: number;
+}
+
+/** One occurrence to record when a timer fires. */
+export interface OccurrenceWrite {
+  scheduledAtMs: number;
+  fireAtMs: number;
+  /**
+   * `ready` occurrences pass through the job's overlap policy inside the dispatch
+   * transaction; skipped ones are recorded as they are, with `reason` in `last_error`.
+   */
+  status: 'ready' | 'skipped_outage' | 'skipped_dst';
+  reason?: string;
+}
+
+export interface DispatchItem {
+  shard: number;
+  /** The shard lease token this node holds; rejected when below the highest granted. */
+  shardToken: string;
+  timerId: string;
+  jobId: string;
+  occurrences: OccurrenceWrite[];
+  /** Occurrences summarised in one event instead of a row each (catch-up bound). */
+  summary?: { skippedCount: number; fromScheduledAtMs: number; toScheduledAtMs: number; reason: string };
+  /** The recurring job's next timer, written in the same transaction (invariant 3). */
+  nextTimer: TimerWrite | null;
+}
+
+export type DispatchResult =
+  /** Timer consumed; `runs` lists each occurrence's run id and the status it ended in. */
+  | { kind: 'dispatched'; timerId: string; runs: { runId: string; status: RunStatus; inserted: boolean }[]; pool: string }
+  /** The shard token was stale: nothing written. */
+  | { kind: 'stale_token'; timerId: string }
+  /** The timer was no longer pending (cancelled, paused, patched, or fired already). */
+  | { kind: 'timer_gone'; timerId: string };
+
+export interface ShardLease {
+  shard: number;
+  nodeId: string;
+  /** Decimal string of a number that only grows (a sequence). */
+  token: string;
+  expiresAtMs: number;
+}
+
+export interface LeaseRunsRequest {
+  team: TeamScope;
+  pool: string;
+  max: number;
+  /** Overrides the job's `lease_s` when given. */
+  leaseMs: number | null;
+  workerId: string | null;
+  nowMs: number;
+}
+
+export interface LeasedRun {
+  runId: string;
+  jobId: string;
+  team: string;
+  attempt: number;
+  scheduledAtMs: number;
+  fireAtMs: number;
+  dispatchedAtMs: number;
+  payload: unknown;
+  fencingToken: string;
+  leaseExpiresAtMs: number;
+}
+
+export type HeartbeatOutcome =
+  | { kind: 'extended'; leaseExpiresAtMs: number }
+  | { kind: 'not_found' }
+  | { kind: 'stale_token' }
+  | { kind: 'cancelled' };
+
+export interface CompleteRequest {
+  team: TeamScope;
+  runId: string;
+  fencingToken: string;
+  status: CompletionStatus;
+  error: string | null;
+  result: unknown;
+  nowMs: number;
+}
+
+export type CompleteOutcome =
+  | { kind: 'completed'; run: RunRecord }
+  | { kind: 'not_found' }
+  | { kind: 'stale_token' }
+  | { kind: 'cancelled' };
+
+/** What a lease-expiry sweep did to one run. */
+export interface ExpiredLease {
+  runId: string;
+  pool: string;
+  toStatus: 'ready' | 'dead' | 'abandoned';
+}
+
+export interface RunListFilter {
+  team: TeamScope;
+  jobId?: string;
+  pool?: string;
+  status?: RunStatus;
+  sinceMs?: number;
+  untilMs?: number;
+  cursor?: string;
+  limit: number;
+}
+
+export type RunWithEvents = RunRecord & { events: RunEvent[] };
+
+export type ReplayOutcome =
+  | { kind: 'replayed'; run: RunRecord }
+  | { kind: 'not_found' }
+  | { kind: 'invalid_state'; run: RunRecord };
+
+export interface StoreNotifications {
+  /** Runs became leasable in `pool` (dispatch, re-offer, replay, trigger). */
+  onRunsReady(listener: (pool: string) => void): () => void;
+  /** Timers due within the near horizon were written (create, patch, resume, repair). */
+  onNearTimers(listener: (timers: LoadedTimer[]) => void): () => void;
+}
+
+export interface Store extends StoreNotifications {
+  readonly kind: 'sqlite' | 'postgres';
+
+  // Jobs ---------------------------------------------------------------------------------
+  /** Creates jobs with their first timers, several callers sharing one commit. */
+  createJobs(items: CreateJobInput[], nowMs: number): Promise<CreateJobOutcome[]>;
+  getJob(team: TeamScope, jobId: string): Promise<JobRecord | null>;
+  listJobs(filter: JobListFilter): Promise<Page<JobRecord>>;
+  changeJob(change: JobChange): Promise<JobChangeOutcome>;
+  /** Cancels the job and deletes its pending timer; idempotent (a cancelled job answers as is). */
+  cancelJob(team: TeamScope, jobId: string, nowMs: number): Promise<JobRecord | null>;
+  /** Cancels every non-cancelled job of `team` whose key starts with `prefix`; answers the count. */
+  cancelJobsByKeyPrefix(team: string, prefix: string, nowMs: number): Promise<number>;
+  /** A run outside the schedule, ready now (`POST /v1/jobs/{id}/trigger`). */
+  triggerJob(team: TeamScope, jobId: string, nowMs: number): Promise<RunRecord | null>;
+
+  // Shard ownership ------------------------------------------------------------------------
+  /**
+   * Grants this node every listed shard that is free, expired or already its own, each with
+   * a new token above any granted before. `force` takes shards from a holder known dead
+   * (embedded mode, after the data-directory lock proved the previous process gone).
+   */
+  acquireShardLeases(nodeId: string, shards: readonly number[], ttlMs: number, nowMs: number,
+    options?: { force?: boolean }): Promise<ShardLease[]>;
+  /** Extends the leases this node still holds with these tokens; answers the ones extended. */
+  renewShardLeases(nodeId: string, leases: readonly ShardLease[], ttlMs: number, nowMs: number): Promise<ShardLease[]>;
+  releaseShardLeases(nodeId: string, leases: readonly ShardLease[]): Promise<void>;
+  listShardLeases(): Promise<ShardLease[]>;
+
+  // Timers and dispatch --------------------------------------------------------------------
+  loadTimers(query: LoadTimersQuery): Promise<LoadedTimer[]>;
+  /** One transaction per call; each item fenced by its shard token (invariants 1–3, 7). */
+  dispatch(items: readonly DispatchItem[], nowMs: number): Promise<DispatchResult[]>;
+  /** Active recurring jobs with no pending timer (the silent miss). */
+  findJobsWithoutTimer(limit: number): Promise<JobRecord[]>;
+  /** Writes the timer only if the job is still active and still has none; answers whether it wrote. */
+  repairJobTimer(jobId: string, expectedVersion: number, timer: TimerWrite, nowMs: number): Promise<boolean>;
+  countJobsWithoutTimer(): Promise<number>;
+
+  // Workers --------------------------------------------------------------------------------
+  leaseRuns(request: LeaseRunsRequest): Promise<LeasedRun[]>;
+  heartbeatRun(team: TeamScope, runId: string, fencingToken: string, nowMs: number): Promise<HeartbeatOutcome>;
+  completeRun(request: CompleteRequest): Promise<CompleteOutcome>;
+  /** Re-offers, kills or abandons runs whose worker lease ran out before `nowMs`. */
+  expireRunLeases(nowMs: number, limit: number): Promise<ExpiredLease[]>;
+  /** Earliest instant something in the run table comes due (lease expiry or retry), or null. */
+  nextRunDeadlineMs(): Promise<number | null>;
+  /** Earliest `readyAtMs` of a leasable run in the pool, for long-poll waiters. */
+  nextReadyAtMs(team: TeamScope, pool: string): Promise<number | null>;
+  replayRun(team: TeamScope, runId: string, nowMs: number): Promise<ReplayOutcome>;
+
+  // History --------------------------------------------------------------------------------
+  getRun(team: TeamScope, runId: string): Promise<RunWithEvents | null>;
+  listRuns(filter: RunListFilter): Promise<Page<RunRecord>>;
+
+  // Health ---------------------------------------------------------------------------------
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Lanes in the order workers are served. */
+export const laneOrder: readonly Lane[] = ['P0', 'P1', 'P2'];
