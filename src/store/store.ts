@@ -126,7 +126,14 @@ export interface DispatchItem {
 
 export type DispatchResult =
   /** Timer consumed; `runs` lists each occurrence's run id and the status it ended in. */
-  | { kind: 'dispatched'; timerId: string; runs: { runId: string; status: RunStatus; inserted: boolean }[]; pool: string }
+  | {
+      kind: 'dispatched';
+      timerId: string;
+      runs: { runId: string; status: RunStatus; inserted: boolean }[];
+      pool: string;
+      /** Id of the next timer written from `nextTimer` (null when none), so the owner can wheel it. */
+      nextTimerId: string | null;
+    }
   /** The shard token was stale: nothing written. */
   | { kind: 'stale_token'; timerId: string }
   /** The timer was no longer pending (cancelled, paused, patched, or fired already). */
