@@ -1,0 +1,79 @@
+// The timing wheel against a plain sorted-list model: whatever the inserts, removes and
+// advances, the wheel fires exactly the entries the model says are due, in time order, and
+// nextDueMs is the model's earliest entry.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { TimingWheel } from '../../src/domain/timing-wheel.js';
+
+type Command =
+  | { op: 'insert'; key: number; offsetMs: number }
+  | { op: 'remove'; key: number }
+  | { op: 'advance'; byMs: number };
+
+const commandArbitrary: fc.Arbitrary<Command> = fc.oneof(
+  fc.record({
+    op: fc.constant('insert' as const),
+    key: fc.integer({ min: 0, max: 40 }),
+    // Past, near, across each level boundary, and beyond the last level.
+    offsetMs: fc.oneof(
+      fc.integer({ min: -5_000, max: 3_000 }),
+      fc.integer({ min: 0, max: 200_000 }),
+      fc.integer({ min: 0, max: 12_000_000 }),
+      fc.integer({ min: 10_000_000, max: 40_000_000 }),
+    ),
+  }),
+  fc.record({ op: fc.constant('remove' as const), key: fc.integer({ min: 0, max: 40 }) }),
+  fc.record({
+    op: fc.constant('advance' as const),
+    byMs: fc.oneof(fc.integer({ min: 0, max: 50 }), fc.integer({ min: 0, max: 5_000 }), fc.integer({ min: 0, max: 20_000_000 })),
+  }),
+);
+
+test('the wheel fires what a sorted-list model fires, in order', () => {
+  fc.assert(
+    fc.property(fc.integer({ min: 0, max: 2_000_000_000_000 }), fc.array(commandArbitrary, { maxLength: 120 }), (startMs, commands) => {
+      const wheel = new TimingWheel<string>({ tickMs: 10, startMs });
+      const model = new Map<string, number>();
+      let nowMs = startMs;
+      for (const command of commands) {
+        if (command.op === 'insert') {
+          const key = `k${command.key}`;
+          wheel.insert(key, nowMs + command.offsetMs, key);
+          model.set(key, nowMs + command.offsetMs);
+        } else if (command.op === 'remove') {
+          const key = `k${command.key}`;
+          assert.equal(wheel.remove(key), model.delete(key));
+        } else {
+          nowMs += command.byMs;
+          const fired = wheel.advance(nowMs);
+          const expected = [...model.entries()].filter(([, at]) => at <= nowMs).sort((a, b) => a[1] - b[1]);
+          assert.deepEqual(new Set(fired), new Set(expected.map(([key]) => key)));
+          const firedTimes = fired.map((key) => model.get(key)!);
+          assert.deepEqual(firedTimes, [...firedTimes].sort((a, b) => a - b), 'fired in time order');
+          for (const [key] of expected) model.delete(key);
+        }
+        assert.equal(wheel.size, model.size);
+        const earliest = model.size === 0 ? null : Math.min(...model.values());
+        assert.equal(wheel.nextDueMs(), earliest);
+      }
+    }),
+    { numRuns: 400 },
+  );
+});
+
+test('an empty wheel jumps a month of ticks at once', () => {
+  const wheel = new TimingWheel<string>({ tickMs: 10, startMs: 0 });
+  assert.deepEqual(wheel.advance(30 * 86_400_000), []);
+  wheel.insert('a', 30 * 86_400_000 + 5, 'a');
+  assert.deepEqual(wheel.advance(30 * 86_400_000 + 4), []);
+  assert.deepEqual(wheel.advance(30 * 86_400_000 + 5), ['a']);
+});
+
+test('removeWhere drops the entries of a lost shard only', () => {
+  const wheel = new TimingWheel<{ shard: number }>({ tickMs: 10, startMs: 0 });
+  wheel.insert('a', 100, { shard: 1 });
+  wheel.insert('b', 200, { shard: 2 });
+  assert.equal(wheel.removeWhere((item) => item.shard === 1), 1);
+  assert.deepEqual(wheel.advance(1_000), [{ shard: 2 }]);
+});
