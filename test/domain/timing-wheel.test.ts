@@ -77,3 +77,18 @@ test('removeWhere drops the entries of a lost shard only', () => {
   assert.equal(wheel.removeWhere((item) => item.shard === 1), 1);
   assert.deepEqual(wheel.advance(1_000), [{ shard: 2 }]);
 });
+
+test('nextDueMs looks at the current upper slot last: it holds a whole turn ahead', () => {
+  const wheel = new TimingWheel<string>({ tickMs: 10, startMs: 1_000 });
+  wheel.insert('far', 164_000, 'far'); // level 1, same slot index as the current position
+  wheel.insert('near', 10_000, 'near'); // level 1, three slots on
+  assert.equal(wheel.nextDueMs(), 10_000);
+});
+
+test('nextDueMs asks every level: an old upper entry can be nearer than a new lower one', () => {
+  const wheel = new TimingWheel<string>({ tickMs: 10, startMs: 0 });
+  wheel.insert('upper', 3_000, 'upper'); // placed on level 1 at tick 0
+  wheel.advance(2_000);
+  wheel.insert('lower', 4_000, 'lower'); // level 0 from tick 200
+  assert.equal(wheel.nextDueMs(), 3_000);
+});
