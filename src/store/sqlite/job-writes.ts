@@ -1,0 +1,221 @@
+/**
+ * Job writes of the embedded store: create (grouped), change, cancel, cancel by key prefix,
+ * trigger and timer repair. Each public method is one transaction; the job row and its
+ * pending timer always change together (invariant 3), and cancel deletes the timer in the
+ * same commit that marks the job (invariant 7 starts here; dispatch finishes it).
+ */
+import type Database from 'better-sqlite3';
+import { runIdOf } from '../../domain/identity.js';
+import type { JobRecord, RunRecord } from '../../domain/types.js';
+import type {
+  CreateJobInput, CreateJobOutcome, JobChange, JobChangeOutcome, LoadedTimer, TeamScope, TimerWrite,
+} from '../store.js';
+import type { CallOutcome } from './group-commit.js';
+import { jobFromRow, jobToParams, runFromRow, type JobRow } from './rows.js';
+import { NearTimerBatch, type RunTable, type TimerTable } from './tables.js';
+
+export interface CreateCall {
+  items: CreateJobInput[];
+  nowMs: number;
+}
+
+export interface WriteEffects {
+  nearTimers: LoadedTimer[];
+  readyPools: string[];
+}
+
+/** The highest code point; a key range `[prefix, prefix + it)` holds every key starting with prefix. */
+const codePointMax = String.fromCodePoint(0x10ffff);
+
+export class JobWrites {
+  private readonly selectJob: Database.Statement<[string], JobRow>;
+  private readonly selectByKey: Database.Statement<[string, string], JobRow>;
+  private readonly insertJob: Database.Statement<[JobRow]>;
+  private readonly updateJob: Database.Statement<[JobRow]>;
+  private readonly selectPrefixJobs: Database.Statement<[string, string, string, number, string], { job_id: string }>;
+  private readonly markCancelled: Database.Statement<[number, string]>;
+  private readonly selectHasTimer: Database.Statement<[string], number>;
+
+  constructor(
+    private readonly db: Database.Database,
+    private readonly timers: TimerTable,
+    private readonly runs: RunTable,
+    private readonly nearHorizonMs: number,
+    private readonly wantsNearTimers: () => boolean,
+  ) {
+    this.selectJob = db.prepare('SELECT * FROM jobs WHERE job_id = ?');
+    this.selectByKey = db.prepare('SELECT * FROM jobs WHERE team = ? AND key = ?');
+    this.insertJob = db.prepare(`
+      INSERT INTO jobs (job_id, team, key, pool, state, spec, request_hash, shard, version, next_fire_at,
+        next_scheduled_at, created_at, updated_at)
+      VALUES (@job_id, @team, @key, @pool, @state, @spec, @request_hash, @shard, @version, @next_fire_at,
+        @next_scheduled_at, @created_at, @updated_at)`);
+    this.updateJob = db.prepare(`
+      UPDATE jobs SET team = @team, key = @key, pool = @pool, state = @state, spec = @spec,
+        request_hash = @request_hash, shard = @shard, version = @version, next_fire_at = @next_fire_at,
+        next_scheduled_at = @next_scheduled_at, created_at = @created_at, updated_at = @updated_at
+      WHERE job_id = @job_id`);
+    // Range on the (team, key) index, then the exact prefix test: keys may hold % _ ' and
+    // anything else, and no pattern language is involved.
+    this.selectPrefixJobs = db.prepare(`
+      SELECT job_id FROM jobs
+      WHERE team = ? AND key >= ? AND key < ? AND substr(key, 1, ?) = ? AND state != 'cancelled'`);
+    this.markCancelled = db.prepare(`
+      UPDATE jobs SET state = 'cancelled', version = version + 1, next_fire_at = NULL, next_scheduled_at = NULL,
+        updated_at = ? WHERE job_id = ?`);
+    this.selectHasTimer = db.prepare<[string], number>('SELECT 1 FROM timers WHERE job_id = ?').pluck();
+  }
+
+  /** One transaction for every call of the group; a call that throws rolls back alone. */
+  createGroup(calls: CreateCall[]): { outcomes: CallOutcome<CreateJobOutcome[]>[]; effects: WriteEffects } {
+    const nearTimers: LoadedTimer[] = [];
+    const createCall = this.db.transaction((call: CreateCall) => {
+      const near = new NearTimerBatch(call.nowMs + this.nearHorizonMs, this.wantsNearTimers());
+      const results = call.items.map((item) => this.createOne(item, near));
+      return { results, near: near.timers };
+    });
+    const group = this.db.transaction(() => calls.map((call): CallOutcome<CreateJobOutcome[]> => {
+      try {
+        const { results, near } = createCall(call);
+        nearTimers.push(...near);
+        return { ok: true, value: results };
+      } catch (error) {
+        // The nested transaction is a savepoint: only this caller's items were undone.
+        return { ok: false, error };
+      }
+    }));
+    const outcomes = group.immediate();
+    return { outcomes, effects: { nearTimers, readyPools: [] } };
+  }
+
+  private createOne(item: CreateJobInput, near: NearTimerBatch): CreateJobOutcome {
+    const key = item.job.spec.key;
+    if (key !== null) {
+      const existing = this.selectByKey.get(item.job.team, key);
+      if (existing !== undefined) {
+        const job = jobFromRow(existing);
+        return existing.request_hash === item.job.requestHash ? { kind: 'existing', job } : { kind: 'key_conflict', job };
+      }
+    }
+    const job: JobRecord = {
+      ...item.job,
+      nextFireAtMs: item.timer?.fireAtMs ?? null,
+      nextScheduledAtMs: item.timer?.scheduledAtMs ?? null,
+    };
+    this.insertJob.run(jobToParams(job));
+    if (item.timer !== null) {
+      const timerId = this.timers.insertNew(job.jobId, job.shard, item.timer);
+      near.add(timerId, job.jobId, job.shard, item.timer, job.version, job.spec);
+    }
+    return { kind: 'created', job };
+  }
+
+  getVisible(team: TeamScope, jobId: string): JobRow | undefined {
+    const row = this.selectJob.get(jobId);
+    return row !== undefined && (team === null || row.team === team) ? row : undefined;
+  }
+
+  change(change: JobChange): { outcome: JobChangeOutcome; effects: WriteEffects } {
+    const near = new NearTimerBatch(change.nowMs + this.nearHorizonMs, this.wantsNearTimers());
+    const apply = this.db.transaction((): JobChangeOutcome => {
+      const row = this.getVisible(change.team, change.jobId);
+      if (row === undefined) return { kind: 'not_found' };
+      const current = jobFromRow(row);
+      if (current.version !== change.expectedVersion) return { kind: 'version_conflict', job: current };
+      const job: JobRecord = {
+        ...current,
+        spec: change.spec ?? current.spec,
+        requestHash: change.requestHash ?? current.requestHash,
+        state: change.state ?? current.state,
+        version: current.version + 1,
+        updatedAtMs: change.nowMs,
+      };
+      if (change.timer !== 'keep') {
+        this.setTimer(job, change.timer, near);
+      }
+      this.updateJob.run(jobToParams(job));
+      return { kind: 'changed', job };
+    });
+    const outcome = apply.immediate();
+    return { outcome, effects: { nearTimers: near.timers, readyPools: [] } };
+  }
+
+  /** Replaces (or with null, deletes) the job's pending timer and mirrors it on the record. */
+  private setTimer(job: JobRecord, timer: TimerWrite | null, near: NearTimerBatch): void {
+    if (timer === null) {
+      this.timers.delete(job.jobId);
+      job.nextFireAtMs = null;
+      job.nextScheduledAtMs = null;
+      return;
+    }
+    const timerId = this.timers.replace(job.jobId, job.shard, timer);
+    job.nextFireAtMs = timer.fireAtMs;
+    job.nextScheduledAtMs = timer.scheduledAtMs;
+    near.add(timerId, job.jobId, job.shard, timer, job.version, job.spec);
+  }
+
+  cancel(team: TeamScope, jobId: string, nowMs: number): JobRecord | null {
+    const apply = this.db.transaction((): JobRecord | null => {
+      const row = this.getVisible(team, jobId);
+      if (row === undefined) return null;
+      if (row.state !== 'cancelled') {
+        this.timers.delete(jobId);
+        this.markCancelled.run(nowMs, jobId);
+      }
+      return jobFromRow(this.selectJob.get(jobId)!);
+    });
+    return apply.immediate();
+  }
+
+  cancelByKeyPrefix(team: string, prefix: string, nowMs: number): number {
+    const apply = this.db.transaction((): number => {
+      const jobs = this.selectPrefixJobs.all(team, prefix, prefix + codePointMax, [...prefix].length, prefix);
+      for (const { job_id: jobId } of jobs) {
+        this.timers.delete(jobId);
+        this.markCancelled.run(nowMs, jobId);
+      }
+      return jobs.length;
+    });
+    return apply.immediate();
+  }
+
+  /**
+   * A run outside the schedule, ready now. Its run_id follows the usual rule on `nowMs`, so a
+   * repeated trigger in the same millisecond is the same run. A cancelled job is not
+   * triggered (invariant 7): answers null as for an unknown job.
+   */
+  trigger(team: TeamScope, jobId: string, nowMs: number): { run: RunRecord | null; effects: WriteEffects } {
+    const apply = this.db.transaction((): RunRecord | null => {
+      const row = this.getVisible(team, jobId);
+      if (row === undefined || row.state === 'cancelled') return null;
+      const job = jobFromRow(row);
+      const runId = runIdOf(jobId, nowMs);
+      const inserted = this.runs.insertIfAbsent({
+        runId, jobId, team: job.team, pool: job.spec.pool, lane: job.spec.lane, scheduledAtMs: nowMs,
+        fireAtMs: nowMs, dispatchedAtMs: nowMs, status: 'ready', lastError: null, readyAtMs: nowMs,
+        finishedAtMs: null, held: false,
+      });
+      if (inserted) this.runs.event(runId, nowMs, 'triggered', null, 'ready', null);
+      return runFromRow(this.runs.get(runId)!);
+    });
+    const run = apply.immediate();
+    return { run, effects: { nearTimers: [], readyPools: run === null ? [] : [run.pool] } };
+  }
+
+  repairTimer(jobId: string, expectedVersion: number, timer: TimerWrite, nowMs: number):
+    { repaired: boolean; effects: WriteEffects } {
+    const near = new NearTimerBatch(nowMs + this.nearHorizonMs, this.wantsNearTimers());
+    const apply = this.db.transaction((): boolean => {
+      const row = this.selectJob.get(jobId);
+      if (row === undefined || row.state !== 'active' || row.version !== expectedVersion) return false;
+      if (this.selectHasTimer.get(jobId) !== undefined) return false;
+      const job = jobFromRow(row);
+      this.setTimer(job, timer, near);
+      job.updatedAtMs = nowMs;
+      this.updateJob.run(jobToParams(job));
+      return true;
+    });
+    const repaired = apply.immediate();
+    return { repaired, effects: { nearTimers: near.timers, readyPools: [] } };
+  }
+}

@@ -1,0 +1,181 @@
+/**
+ * Reads of the embedded store: jobs, timers for the loader, runs and their history, and
+ * the reconciler's "jobs without a timer". Lists are keyset-paged, newest first, with
+ * opaque cursors; a team-scoped read of another team's object answers as for an unknown id.
+ */
+import type Database from 'better-sqlite3';
+import { shardCount } from '../../limits.js';
+import { TicklerError } from '../../errors.js';
+import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
+import type { JobListFilter, LoadTimersQuery, LoadedTimer, RunListFilter, RunWithEvents, TeamScope } from '../store.js';
+import {
+  decodeCursor, encodeCursor, jobFromRow, loadedTimerFromRow, parseDecimalId, runEventFromRow, runFromRow,
+  type JobRow, type RunEventRow, type RunRow, type TimerWithJobRow,
+} from './rows.js';
+
+type Param = string | number | null;
+
+/** Filters vary per call; each distinct SQL text is prepared once and kept. */
+class StatementCache {
+  private readonly statements = new Map<string, Database.Statement<Param[]>>();
+
+  constructor(private readonly db: Database.Database) {}
+
+  get(sql: string): Database.Statement<Param[]> {
+    let statement = this.statements.get(sql);
+    if (statement === undefined) {
+      statement = this.db.prepare<Param[]>(sql);
+      this.statements.set(sql, statement);
+    }
+    return statement;
+  }
+}
+
+function cursorOrThrow(cursor: string): { sortMs: number; id: string } {
+  const decoded = decodeCursor(cursor);
+  if (decoded === null) throw new TicklerError('invalid_request', 'cursor is not one this server issued', { field: 'cursor' });
+  return decoded;
+}
+
+export class StoreReads {
+  private readonly cache: StatementCache;
+  private readonly selectJob: Database.Statement<[string], JobRow>;
+  private readonly selectRun: Database.Statement<[string], RunRow>;
+  private readonly selectEvents: Database.Statement<[string], RunEventRow>;
+  private readonly selectJobsWithoutTimer: Database.Statement<[number], JobRow>;
+  private readonly countJobsWithoutTimerStatement: Database.Statement<[], number>;
+  private readonly selectNextLeaseExpiry: Database.Statement<[], number | null>;
+  private readonly selectNextRetry: Database.Statement<[], number | null>;
+  private readonly selectNextReady: Database.Statement<[string, string | null, string | null], number | null>;
+
+  constructor(db: Database.Database) {
+    this.cache = new StatementCache(db);
+    this.selectJob = db.prepare('SELECT * FROM jobs WHERE job_id = ?');
+    this.selectRun = db.prepare('SELECT * FROM runs WHERE run_id = ?');
+    this.selectEvents = db.prepare('SELECT * FROM run_events WHERE run_id = ? ORDER BY event_id');
+    // Every active job, one-shot or recurring, should have its pending timer: one without is
+    // a silent miss either way.
+    const withoutTimer = `FROM jobs WHERE state = 'active'
+      AND NOT EXISTS (SELECT 1 FROM timers WHERE timers.job_id = jobs.job_id)`;
+    this.selectJobsWithoutTimer = db.prepare(`SELECT * ${withoutTimer} LIMIT ?`);
+    this.countJobsWithoutTimerStatement = db.prepare<[], number>(`SELECT count(*) ${withoutTimer}`).pluck();
+    this.selectNextLeaseExpiry = db.prepare<[], number | null>(
+      "SELECT min(lease_expires_at) FROM runs WHERE status = 'running'").pluck();
+    this.selectNextRetry = db.prepare<[], number | null>(
+      "SELECT min(ready_at) FROM runs WHERE status = 'retry_wait'").pluck();
+    this.selectNextReady = db.prepare<[string, string | null, string | null], number | null>(`
+      SELECT min(ready_at) FROM runs
+      WHERE pool = ? AND status IN ('ready', 'retry_wait') AND held = 0 AND (? IS NULL OR team = ?)`).pluck();
+  }
+
+  getJob(team: TeamScope, jobId: string): JobRecord | null {
+    const row = this.selectJob.get(jobId);
+    return row !== undefined && (team === null || row.team === team) ? jobFromRow(row) : null;
+  }
+
+  listJobs(filter: JobListFilter): Page<JobRecord> {
+    const where: string[] = [];
+    const params: Param[] = [];
+    if (filter.team !== null) { where.push('team = ?'); params.push(filter.team); }
+    if (filter.state !== undefined) { where.push('state = ?'); params.push(filter.state); }
+    if (filter.pool !== undefined) { where.push('pool = ?'); params.push(filter.pool); }
+    if (filter.label !== undefined) {
+      const separator = filter.label.indexOf('=');
+      if (separator === -1) {
+        where.push("EXISTS (SELECT 1 FROM json_each(jobs.spec, '$.labels') WHERE key = ?)");
+        params.push(filter.label);
+      } else {
+        where.push("EXISTS (SELECT 1 FROM json_each(jobs.spec, '$.labels') WHERE key = ? AND value = ?)");
+        params.push(filter.label.slice(0, separator), filter.label.slice(separator + 1));
+      }
+    }
+    if (filter.cursor !== undefined) {
+      const cursor = cursorOrThrow(filter.cursor);
+      where.push('(created_at < ? OR (created_at = ? AND job_id < ?))');
+      params.push(cursor.sortMs, cursor.sortMs, cursor.id);
+    }
+    const sql = `SELECT * FROM jobs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+      ORDER BY created_at DESC, job_id DESC LIMIT ?`;
+    const rows = this.cache.get(sql).all(...params, filter.limit + 1) as JobRow[];
+    const items = rows.slice(0, filter.limit).map(jobFromRow);
+    const last = items.at(-1);
+    return {
+      items,
+      nextCursor: rows.length > filter.limit && last !== undefined ? encodeCursor(last.createdAtMs, last.jobId) : null,
+    };
+  }
+
+  /**
+   * Pending timers of the given shards due before `untilMs`, in (fire_at, timer_id) order.
+   * The shard set travels as one JSON parameter (never 1,024 bound values), and is dropped
+   * altogether when it is every shard.
+   */
+  loadTimers(query: LoadTimersQuery): LoadedTimer[] {
+    if (query.shards.length === 0 || query.limit <= 0) return [];
+    const where = ['t.fire_at < ?'];
+    const params: Param[] = [query.untilMs];
+    if (new Set(query.shards).size < shardCount) {
+      where.push('t.shard IN (SELECT value FROM json_each(?))');
+      params.push(JSON.stringify(query.shards));
+    }
+    if (query.after !== undefined) {
+      const afterTimerId = parseDecimalId(query.after.timerId) ?? Number.MAX_SAFE_INTEGER;
+      where.push('(t.fire_at > ? OR (t.fire_at = ? AND t.timer_id > ?))');
+      params.push(query.after.fireAtMs, query.after.fireAtMs, afterTimerId);
+    }
+    const sql = `SELECT t.timer_id, t.job_id, t.shard, t.fire_at, t.scheduled_at, j.version, j.spec
+      FROM timers t JOIN jobs j ON j.job_id = t.job_id
+      WHERE ${where.join(' AND ')} ORDER BY t.fire_at, t.timer_id LIMIT ?`;
+    const rows = this.cache.get(sql).all(...params, query.limit) as TimerWithJobRow[];
+    return rows.map(loadedTimerFromRow);
+  }
+
+  findJobsWithoutTimer(limit: number): JobRecord[] {
+    return this.selectJobsWithoutTimer.all(limit).map(jobFromRow);
+  }
+
+  countJobsWithoutTimer(): number {
+    return this.countJobsWithoutTimerStatement.get() ?? 0;
+  }
+
+  getRun(team: TeamScope, runId: string): RunWithEvents | null {
+    const row = this.selectRun.get(runId);
+    if (row === undefined || (team !== null && row.team !== team)) return null;
+    return { ...runFromRow(row), events: this.selectEvents.all(runId).map(runEventFromRow) };
+  }
+
+  listRuns(filter: RunListFilter): Page<RunRecord> {
+    const where: string[] = [];
+    const params: Param[] = [];
+    if (filter.team !== null) { where.push('team = ?'); params.push(filter.team); }
+    if (filter.jobId !== undefined) { where.push('job_id = ?'); params.push(filter.jobId); }
+    if (filter.pool !== undefined) { where.push('pool = ?'); params.push(filter.pool); }
+    if (filter.status !== undefined) { where.push('status = ?'); params.push(filter.status); }
+    if (filter.sinceMs !== undefined) { where.push('scheduled_at >= ?'); params.push(filter.sinceMs); }
+    if (filter.untilMs !== undefined) { where.push('scheduled_at < ?'); params.push(filter.untilMs); }
+    if (filter.cursor !== undefined) {
+      const cursor = cursorOrThrow(filter.cursor);
+      where.push('(scheduled_at < ? OR (scheduled_at = ? AND run_id < ?))');
+      params.push(cursor.sortMs, cursor.sortMs, cursor.id);
+    }
+    const sql = `SELECT * FROM runs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+      ORDER BY scheduled_at DESC, run_id DESC LIMIT ?`;
+    const rows = this.cache.get(sql).all(...params, filter.limit + 1) as RunRow[];
+    const items = rows.slice(0, filter.limit).map(runFromRow);
+    const last = items.at(-1);
+    return {
+      items,
+      nextCursor: rows.length > filter.limit && last !== undefined ? encodeCursor(last.scheduledAtMs, last.runId) : null,
+    };
+  }
+
+  nextRunDeadlineMs(): number | null {
+    const deadlines = [this.selectNextLeaseExpiry.get(), this.selectNextRetry.get()]
+      .filter((value): value is number => typeof value === 'number');
+    return deadlines.length === 0 ? null : Math.min(...deadlines);
+  }
+
+  nextReadyAtMs(team: TeamScope, pool: string): number | null {
+    return this.selectNextReady.get(pool, team, team) ?? null;
+  }
+}

@@ -1,0 +1,189 @@
+/**
+ * Rows as SQLite hands them back, and their mapping to the domain records of
+ * `src/domain/types.ts`. Column names are snake_case with epoch-millisecond integers; the
+ * records are camelCase with the unit in the name.
+ */
+import type { JobRecord, JobSpec, JobState, Lane, RunEvent, RunRecord, RunStatus } from '../../domain/types.js';
+import type { LoadedTimer, ShardLease } from '../store.js';
+
+export interface JobRow {
+  job_id: string;
+  team: string;
+  key: string | null;
+  pool: string;
+  state: string;
+  spec: string;
+  request_hash: string;
+  shard: number;
+  version: number;
+  next_fire_at: number | null;
+  next_scheduled_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface RunRow {
+  run_id: string;
+  job_id: string;
+  team: string;
+  pool: string;
+  lane: string;
+  scheduled_at: number;
+  fire_at: number;
+  dispatched_at: number | null;
+  attempt: number;
+  attempt_base: number;
+  status: string;
+  started_at: number | null;
+  finished_at: number | null;
+  last_error: string | null;
+  result: string | null;
+  ready_at: number | null;
+  lease_expires_at: number | null;
+  lease_ms: number | null;
+  worker_id: string | null;
+  fencing_token: number | null;
+  held: number;
+}
+
+export interface RunEventRow {
+  event_id: number;
+  run_id: string;
+  at: number;
+  type: string;
+  from_status: string | null;
+  to_status: string | null;
+  detail: string | null;
+}
+
+export interface TimerWithJobRow {
+  timer_id: number;
+  job_id: string;
+  shard: number;
+  fire_at: number;
+  scheduled_at: number;
+  version: number;
+  spec: string;
+}
+
+export interface ShardLeaseRow {
+  shard: number;
+  node_id: string;
+  token: number;
+  expires_at: number;
+}
+
+export function jobFromRow(row: JobRow): JobRecord {
+  return {
+    jobId: row.job_id,
+    team: row.team,
+    state: row.state as JobState,
+    spec: JSON.parse(row.spec) as JobSpec,
+    requestHash: row.request_hash,
+    shard: row.shard,
+    version: row.version,
+    nextFireAtMs: row.next_fire_at,
+    nextScheduledAtMs: row.next_scheduled_at,
+    createdAtMs: row.created_at,
+    updatedAtMs: row.updated_at,
+  };
+}
+
+/** The columns of a job row, in the order of the insert statement's named parameters. */
+export function jobToParams(job: JobRecord): JobRow {
+  return {
+    job_id: job.jobId,
+    team: job.team,
+    key: job.spec.key,
+    pool: job.spec.pool,
+    state: job.state,
+    spec: JSON.stringify(job.spec),
+    request_hash: job.requestHash,
+    shard: job.shard,
+    version: job.version,
+    next_fire_at: job.nextFireAtMs,
+    next_scheduled_at: job.nextScheduledAtMs,
+    created_at: job.createdAtMs,
+    updated_at: job.updatedAtMs,
+  };
+}
+
+export function runFromRow(row: RunRow): RunRecord {
+  return {
+    runId: row.run_id,
+    jobId: row.job_id,
+    team: row.team,
+    pool: row.pool,
+    lane: row.lane as Lane,
+    scheduledAtMs: row.scheduled_at,
+    fireAtMs: row.fire_at,
+    dispatchedAtMs: row.dispatched_at,
+    attempt: row.attempt,
+    status: row.status as RunStatus,
+    startedAtMs: row.started_at,
+    finishedAtMs: row.finished_at,
+    lastError: row.last_error,
+    result: row.result === null ? null : (JSON.parse(row.result) as unknown),
+    readyAtMs: row.ready_at,
+    leaseExpiresAtMs: row.lease_expires_at,
+    workerId: row.worker_id,
+  };
+}
+
+export function runEventFromRow(row: RunEventRow): RunEvent {
+  return {
+    runId: row.run_id,
+    sequence: row.event_id,
+    atMs: row.at,
+    type: row.type,
+    fromStatus: row.from_status as RunStatus | null,
+    toStatus: row.to_status as RunStatus | null,
+    detail: row.detail === null ? null : (JSON.parse(row.detail) as Record<string, unknown>),
+  };
+}
+
+export function loadedTimerFromRow(row: TimerWithJobRow): LoadedTimer {
+  return {
+    timerId: String(row.timer_id),
+    jobId: row.job_id,
+    shard: row.shard,
+    fireAtMs: row.fire_at,
+    scheduledAtMs: row.scheduled_at,
+    jobVersion: row.version,
+    spec: JSON.parse(row.spec) as JobSpec,
+  };
+}
+
+export function shardLeaseFromRow(row: ShardLeaseRow): ShardLease {
+  return { shard: row.shard, nodeId: row.node_id, token: String(row.token), expiresAtMs: row.expires_at };
+}
+
+/**
+ * A token or timer id as the store issued it: a decimal string of a non-negative safe
+ * integer. Anything else (garbage from a client, a token from another store) is null, which
+ * callers treat as stale: it can never equal a current token.
+ */
+export function parseDecimalId(text: string): number | null {
+  if (!/^(0|[1-9][0-9]{0,15})$/.test(text)) return null;
+  const value = Number(text);
+  return Number.isSafeInteger(value) ? value : null;
+}
+
+/** Opaque list cursors: base64url of a JSON pair (sort time, id). */
+export function encodeCursor(sortMs: number, id: string): string {
+  return Buffer.from(JSON.stringify([sortMs, id]), 'utf8').toString('base64url');
+}
+
+/** Answers null for a cursor this store did not make; callers treat that as bad input. */
+export function decodeCursor(cursor: string): { sortMs: number; id: string } | null {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (Array.isArray(value) && value.length === 2 && Number.isSafeInteger(value[0]) && typeof value[1] === 'string') {
+      return { sortMs: value[0] as number, id: value[1] };
+    }
+    return null;
+  } catch (error) {
+    if (error instanceof SyntaxError) return null;
+    throw error;
+  }
+}

@@ -1,0 +1,203 @@
+/**
+ * A run's life after dispatch (DESIGN.md flows 6–7): lease, heartbeat, complete, lease
+ * expiry and replay. The worker's fencing token is checked in the same statement or
+ * transaction that writes (invariant 4); every status change appends a run event
+ * (invariant 6), except heartbeats, which change no status and would flood the log.
+ *
+ *   ready | retry_wait --lease--> running --succeeded--> succeeded
+ *   running --failed, attempts left--> retry_wait      running --failed, none left--> dead
+ *   running --failed_permanent--> dead                 running --lease expired--> ready | dead | abandoned
+ *   dead --replay--> ready                             ready | running | retry_wait --replaced--> cancelled
+ */
+import assert from 'node:assert/strict';
+import type Database from 'better-sqlite3';
+import { hasAttemptsLeft, retryDelayMs } from '../../domain/retry.js';
+import type { JobSpec, RunStatus } from '../../domain/types.js';
+import { laneOrder } from '../store.js';
+import type {
+  CompleteOutcome, CompleteRequest, ExpiredLease, HeartbeatOutcome, LeaseRunsRequest, LeasedRun, ReplayOutcome,
+  TeamScope,
+} from '../store.js';
+import { parseDecimalId, runFromRow, type RunRow } from './rows.js';
+import type { RunTable, TokenSequence } from './tables.js';
+
+interface LeasableRow {
+  run_id: string;
+  job_id: string;
+  team: string;
+  status: string;
+  attempt: number;
+  scheduled_at: number;
+  fire_at: number;
+  dispatched_at: number | null;
+  spec: string;
+}
+
+type RunWithSpec = RunRow & { spec: string };
+
+export class RunTransitions {
+  private readonly selectLeasable: Database.Statement<[string, string, number, string | null, string | null, number], LeasableRow>;
+  private readonly markRunning: Database.Statement<[number, number, number, number, string | null, string]>;
+  private readonly extendLease: Database.Statement<[number, string, number], { lease_expires_at: number }>;
+  private readonly selectWithSpec: Database.Statement<[string], RunWithSpec>;
+  private readonly selectExpired: Database.Statement<[number, number], RunWithSpec>;
+  private readonly setOutcome: Database.Statement<{
+    run_id: string; status: string; finished_at: number | null; last_error: string | null; result: string | null;
+    ready_at: number | null;
+  }>;
+  private readonly markReplayed: Database.Statement<[number, string]>;
+
+  constructor(
+    private readonly db: Database.Database,
+    private readonly runs: RunTable,
+    private readonly tokens: TokenSequence,
+    private readonly random: () => number,
+  ) {
+    // One lane at a time, so each query is a range seek on runs_leasable in ready_at order.
+    this.selectLeasable = db.prepare(`
+      SELECT r.run_id, r.job_id, r.team, r.status, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at, j.spec
+      FROM runs r JOIN jobs j ON j.job_id = r.job_id
+      WHERE r.pool = ? AND r.lane = ? AND r.status IN ('ready', 'retry_wait') AND r.held = 0 AND r.ready_at <= ?
+        AND (? IS NULL OR r.team = ?)
+      ORDER BY r.ready_at LIMIT ?`);
+    this.markRunning = db.prepare(`
+      UPDATE runs SET status = 'running', attempt = attempt + 1, fencing_token = ?, lease_ms = ?,
+        lease_expires_at = ?, started_at = ?, worker_id = ?, ready_at = NULL
+      WHERE run_id = ?`);
+    // The fence and the write in one statement.
+    this.extendLease = db.prepare(`
+      UPDATE runs SET lease_expires_at = ? + lease_ms
+      WHERE run_id = ? AND status = 'running' AND fencing_token = ? RETURNING lease_expires_at`);
+    this.selectWithSpec = db.prepare('SELECT r.*, j.spec FROM runs r JOIN jobs j ON j.job_id = r.job_id WHERE r.run_id = ?');
+    this.selectExpired = db.prepare(`
+      SELECT r.*, j.spec FROM runs r JOIN jobs j ON j.job_id = r.job_id
+      WHERE r.status = 'running' AND r.lease_expires_at <= ? ORDER BY r.lease_expires_at LIMIT ?`);
+    this.setOutcome = db.prepare(`
+      UPDATE runs SET status = @status, finished_at = @finished_at, last_error = @last_error, result = @result,
+        ready_at = @ready_at, lease_expires_at = NULL
+      WHERE run_id = @run_id`);
+    this.markReplayed = db.prepare(`
+      UPDATE runs SET status = 'ready', attempt_base = attempt, ready_at = ?, finished_at = NULL,
+        lease_expires_at = NULL, held = 0
+      WHERE run_id = ?`);
+  }
+
+  lease(request: LeaseRunsRequest): LeasedRun[] {
+    assert.ok(request.max >= 1, 'lease at least one run');
+    const apply = this.db.transaction((): LeasedRun[] => {
+      const leased: LeasedRun[] = [];
+      for (const lane of laneOrder) {
+        const remaining = request.max - leased.length;
+        if (remaining <= 0) break;
+        const rows = this.selectLeasable.all(request.pool, lane, request.nowMs, request.team, request.team, remaining);
+        if (rows.length === 0) continue;
+        let token = this.tokens.reserve(rows.length);
+        for (const row of rows) leased.push(this.leaseOne(row, token++, request));
+      }
+      return leased;
+    });
+    return apply.immediate();
+  }
+
+  private leaseOne(row: LeasableRow, token: number, request: LeaseRunsRequest): LeasedRun {
+    const spec = JSON.parse(row.spec) as JobSpec;
+    const leaseMs = request.leaseMs ?? spec.lease_s * 1000;
+    const leaseExpiresAtMs = request.nowMs + leaseMs;
+    this.markRunning.run(token, leaseMs, leaseExpiresAtMs, request.nowMs, request.workerId, row.run_id);
+    this.runs.event(row.run_id, request.nowMs, 'leased', row.status as RunStatus, 'running',
+      { attempt: row.attempt + 1, workerId: request.workerId });
+    return {
+      runId: row.run_id, jobId: row.job_id, team: row.team, attempt: row.attempt + 1,
+      scheduledAtMs: row.scheduled_at, fireAtMs: row.fire_at, dispatchedAtMs: row.dispatched_at ?? row.fire_at,
+      payload: spec.payload, fencingToken: String(token), leaseExpiresAtMs,
+    };
+  }
+
+  heartbeat(team: TeamScope, runId: string, fencingToken: string, nowMs: number): HeartbeatOutcome {
+    const row = this.runs.get(runId);
+    if (row === undefined || (team !== null && row.team !== team)) return { kind: 'not_found' };
+    const token = parseDecimalId(fencingToken);
+    if (token !== null) {
+      const extended = this.extendLease.get(nowMs, runId, token);
+      if (extended !== undefined) return { kind: 'extended', leaseExpiresAtMs: extended.lease_expires_at };
+    }
+    return row.status === 'cancelled' ? { kind: 'cancelled' } : { kind: 'stale_token' };
+  }
+
+  /** Answers the outcome and the pools where a held run was released. */
+  complete(request: CompleteRequest): { outcome: CompleteOutcome; readyPools: string[] } {
+    const readyPools: string[] = [];
+    const apply = this.db.transaction((): CompleteOutcome => {
+      const row = this.selectWithSpec.get(request.runId);
+      if (row === undefined || (request.team !== null && row.team !== request.team)) return { kind: 'not_found' };
+      if (row.status === 'cancelled') return { kind: 'cancelled' };
+      if (row.status !== 'running' || String(row.fencing_token) !== request.fencingToken) return { kind: 'stale_token' };
+      const spec = JSON.parse(row.spec) as JobSpec;
+      const result = request.result === undefined ? null : JSON.stringify(request.result);
+      const attemptsUsed = row.attempt - row.attempt_base;
+      let toStatus: RunStatus;
+      if (request.status === 'succeeded') {
+        toStatus = 'succeeded';
+        this.setOutcome.run({ run_id: row.run_id, status: toStatus, finished_at: request.nowMs, last_error: null,
+          result, ready_at: null });
+        this.runs.event(row.run_id, request.nowMs, 'succeeded', 'running', toStatus, null);
+      } else if (request.status === 'failed' && hasAttemptsLeft(spec.retry, attemptsUsed)) {
+        toStatus = 'retry_wait';
+        const delayMs = retryDelayMs(spec.retry, attemptsUsed, this.random());
+        this.setOutcome.run({ run_id: row.run_id, status: toStatus, finished_at: null, last_error: request.error,
+          result, ready_at: request.nowMs + delayMs });
+        this.runs.event(row.run_id, request.nowMs, 'retry_scheduled', 'running', toStatus,
+          { error: request.error, delayMs });
+      } else {
+        toStatus = 'dead';
+        this.setOutcome.run({ run_id: row.run_id, status: toStatus, finished_at: request.nowMs,
+          last_error: request.error, result, ready_at: null });
+        this.runs.event(row.run_id, request.nowMs, 'dead', 'running', toStatus,
+          { error: request.error, completion: request.status });
+      }
+      if (toStatus !== 'retry_wait') {
+        const pool = this.runs.releaseHeldRun(row.job_id, request.nowMs);
+        if (pool !== null) readyPools.push(pool);
+      }
+      return { kind: 'completed', run: runFromRow(this.runs.get(row.run_id)!) };
+    });
+    return { outcome: apply.immediate(), readyPools };
+  }
+
+  expire(nowMs: number, limit: number): { expired: ExpiredLease[]; readyPools: string[] } {
+    const readyPools: string[] = [];
+    const apply = this.db.transaction((): ExpiredLease[] => this.selectExpired.all(nowMs, limit).map((row) => {
+      const spec = JSON.parse(row.spec) as JobSpec;
+      let toStatus: ExpiredLease['toStatus'];
+      if (spec.idempotency === 'unsafe') toStatus = 'abandoned';
+      else if (!hasAttemptsLeft(spec.retry, row.attempt - row.attempt_base)) toStatus = 'dead';
+      else toStatus = 'ready';
+      const final = toStatus !== 'ready';
+      this.setOutcome.run({ run_id: row.run_id, status: toStatus, finished_at: final ? nowMs : null,
+        last_error: 'worker lease expired', result: null, ready_at: final ? null : nowMs });
+      const eventType = toStatus === 'ready' ? 'lease_expired' : toStatus;
+      this.runs.event(row.run_id, nowMs, eventType, 'running', toStatus,
+        { attempt: row.attempt, workerId: row.worker_id });
+      if (final) {
+        const pool = this.runs.releaseHeldRun(row.job_id, nowMs);
+        if (pool !== null) readyPools.push(pool);
+      } else {
+        readyPools.push(row.pool);
+      }
+      return { runId: row.run_id, pool: row.pool, toStatus };
+    }));
+    return { expired: apply.immediate(), readyPools };
+  }
+
+  replay(team: TeamScope, runId: string, nowMs: number): ReplayOutcome {
+    const apply = this.db.transaction((): ReplayOutcome => {
+      const row = this.runs.get(runId);
+      if (row === undefined || (team !== null && row.team !== team)) return { kind: 'not_found' };
+      if (row.status !== 'dead') return { kind: 'invalid_state', run: runFromRow(row) };
+      this.markReplayed.run(nowMs, runId);
+      this.runs.event(runId, nowMs, 'replayed', 'dead', 'ready', { attempt: row.attempt });
+      return { kind: 'replayed', run: runFromRow(this.runs.get(runId)!) };
+    });
+    return apply.immediate();
+  }
+}

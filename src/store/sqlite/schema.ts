@@ -1,0 +1,125 @@
+/**
+ * The embedded store's schema, created and upgraded on open. Each migration is a step from
+ * `PRAGMA user_version` n to n + 1, applied in one transaction with the version bump, so a
+ * crash mid-upgrade leaves the previous version whole.
+ *
+ * Indexes are few on purpose: every one costs a B-tree write per create or dispatch, and the
+ * create path is what the 50,000 timers/s target measures. Partial indexes carry the hot
+ * queues (leasable runs, running leases, retries) so they stay as small as the queues.
+ */
+import type Database from 'better-sqlite3';
+
+const migrations: readonly string[] = [
+  `
+  CREATE TABLE jobs (
+    job_id TEXT PRIMARY KEY,
+    team TEXT NOT NULL,
+    key TEXT,
+    pool TEXT NOT NULL,
+    state TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    shard INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    next_fire_at INTEGER,
+    next_scheduled_at INTEGER,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE UNIQUE INDEX jobs_team_key ON jobs (team, key) WHERE key IS NOT NULL;
+  CREATE INDEX jobs_team_created ON jobs (team, created_at DESC, job_id DESC);
+  CREATE INDEX jobs_created ON jobs (created_at DESC, job_id DESC);
+
+  -- Only pending timers live here: a fired or cancelled timer is deleted. AUTOINCREMENT
+  -- keeps ids from being reused, so a stale wheel entry can never name a newer timer.
+  CREATE TABLE timers (
+    timer_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT NOT NULL,
+    shard INTEGER NOT NULL,
+    bucket INTEGER NOT NULL,
+    fire_at INTEGER NOT NULL,
+    scheduled_at INTEGER NOT NULL
+  );
+  CREATE UNIQUE INDEX timers_one_pending_per_job ON timers (job_id);
+  -- (fire_at) is (fire_at, timer_id) because the rowid ends every index: the loader's keyset order.
+  CREATE INDEX timers_due ON timers (fire_at);
+
+  CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    team TEXT NOT NULL,
+    pool TEXT NOT NULL,
+    lane TEXT NOT NULL,
+    scheduled_at INTEGER NOT NULL,
+    fire_at INTEGER NOT NULL,
+    dispatched_at INTEGER,
+    attempt INTEGER NOT NULL,
+    attempt_base INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    started_at INTEGER,
+    finished_at INTEGER,
+    last_error TEXT,
+    result TEXT,
+    ready_at INTEGER,
+    lease_expires_at INTEGER,
+    lease_ms INTEGER,
+    worker_id TEXT,
+    fencing_token INTEGER,
+    held INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE INDEX runs_leasable ON runs (pool, lane, ready_at)
+    WHERE status IN ('ready', 'retry_wait') AND held = 0;
+  CREATE INDEX runs_running ON runs (lease_expires_at) WHERE status = 'running';
+  CREATE INDEX runs_retrying ON runs (ready_at) WHERE status = 'retry_wait';
+  CREATE INDEX runs_active_by_job ON runs (job_id) WHERE status IN ('ready', 'running', 'retry_wait');
+  CREATE INDEX runs_job_history ON runs (job_id, scheduled_at DESC, run_id DESC);
+  CREATE INDEX runs_team_history ON runs (team, scheduled_at DESC, run_id DESC);
+  CREATE INDEX runs_team_status ON runs (team, status, scheduled_at DESC, run_id DESC);
+
+  -- Append-only; the global id orders a run's events.
+  CREATE TABLE run_events (
+    event_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    from_status TEXT,
+    to_status TEXT,
+    detail TEXT
+  );
+  CREATE INDEX run_events_by_run ON run_events (run_id, event_id);
+
+  -- A released lease keeps its row (expires_at = 0) so the highest token granted for the
+  -- shard is never forgotten: the dispatch fence compares against it.
+  CREATE TABLE shard_leases (
+    shard INTEGER PRIMARY KEY,
+    node_id TEXT NOT NULL,
+    token INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+  );
+
+  -- One sequence for shard tokens and worker fencing tokens: it only grows.
+  CREATE TABLE token_sequence (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    value INTEGER NOT NULL
+  );
+  INSERT INTO token_sequence (id, value) VALUES (1, 0);
+  `,
+];
+
+export const schemaVersion = migrations.length;
+
+export function migrate(db: Database.Database): void {
+  // The version is read inside the write transaction: two processes opening a fresh file at
+  // once must not both run the same step.
+  const upgrade = db.transaction(() => {
+    const currentVersion = db.pragma('user_version', { simple: true }) as number;
+    if (currentVersion > schemaVersion) {
+      throw new Error(`database schema version ${currentVersion} is newer than this build understands (${schemaVersion})`);
+    }
+    for (let version = currentVersion; version < schemaVersion; version++) {
+      db.exec(migrations[version]!);
+    }
+    if (currentVersion < schemaVersion) db.pragma(`user_version = ${schemaVersion}`);
+  });
+  upgrade.immediate();
+}

@@ -1,0 +1,152 @@
+/**
+ * Small, shared writers over the embedded store's tables: the token sequence, pending
+ * timers, run rows and the run-event log. Each holds its prepared statements; the
+ * operations in `job-writes.ts`, `dispatch.ts` and `run-transitions.ts` compose them inside
+ * their own transactions. Nothing here opens a transaction.
+ */
+import type Database from 'better-sqlite3';
+import { bucketOf } from '../../domain/identity.js';
+import type { JobSpec, Lane, RunStatus } from '../../domain/types.js';
+import type { LoadedTimer, TimerWrite } from '../store.js';
+import type { RunRow } from './rows.js';
+
+export class TokenSequence {
+  private readonly advance: Database.Statement<[number], { value: number }>;
+
+  constructor(db: Database.Database) {
+    this.advance = db.prepare('UPDATE token_sequence SET value = value + ? WHERE id = 1 RETURNING value');
+  }
+
+  /** Reserves `count` tokens and answers the first; they are first, first + 1, ... */
+  reserve(count: number): number {
+    const row = this.advance.get(count);
+    if (row === undefined) throw new Error('token_sequence row is missing');
+    return row.value - count + 1;
+  }
+}
+
+export class TimerTable {
+  private readonly insert: Database.Statement<[string, number, number, number, number]>;
+  private readonly deleteByJob: Database.Statement<[string]>;
+
+  constructor(db: Database.Database) {
+    this.insert = db.prepare(
+      'INSERT INTO timers (job_id, shard, bucket, fire_at, scheduled_at) VALUES (?, ?, ?, ?, ?)');
+    this.deleteByJob = db.prepare('DELETE FROM timers WHERE job_id = ?');
+  }
+
+  /** Writes the job's one pending timer, replacing any; answers the new timer id. */
+  replace(jobId: string, shard: number, timer: TimerWrite): number {
+    this.deleteByJob.run(jobId);
+    return this.insertNew(jobId, shard, timer);
+  }
+
+  /** Writes a timer for a job known to have none (a fresh create). */
+  insertNew(jobId: string, shard: number, timer: TimerWrite): number {
+    const info = this.insert.run(jobId, shard, bucketOf(timer.fireAtMs), timer.fireAtMs, timer.scheduledAtMs);
+    return Number(info.lastInsertRowid);
+  }
+
+  delete(jobId: string): void {
+    this.deleteByJob.run(jobId);
+  }
+}
+
+/**
+ * Gathers the timers a transaction wrote inside the near horizon, to announce after commit
+ * (DESIGN.md flow 2). `nowMs` is the caller's time, so the horizon follows the virtual clock.
+ */
+export class NearTimerBatch {
+  readonly timers: LoadedTimer[] = [];
+
+  constructor(private readonly horizonEndMs: number, private readonly enabled: boolean) {}
+
+  add(timerId: number, jobId: string, shard: number, timer: TimerWrite, jobVersion: number, spec: JobSpec): void {
+    if (!this.enabled || timer.fireAtMs >= this.horizonEndMs) return;
+    this.timers.push({
+      timerId: String(timerId), jobId, shard, fireAtMs: timer.fireAtMs, scheduledAtMs: timer.scheduledAtMs,
+      jobVersion, spec,
+    });
+  }
+}
+
+export interface NewRun {
+  runId: string;
+  jobId: string;
+  team: string;
+  pool: string;
+  lane: Lane;
+  scheduledAtMs: number;
+  fireAtMs: number;
+  dispatchedAtMs: number;
+  status: RunStatus;
+  lastError: string | null;
+  readyAtMs: number | null;
+  finishedAtMs: number | null;
+  held: boolean;
+}
+
+export class RunTable {
+  private readonly insert: Database.Statement<unknown[]>;
+  private readonly selectById: Database.Statement<[string], RunRow>;
+  private readonly selectActiveByJob: Database.Statement<[string], { run_id: string; status: string; held: number }>;
+  private readonly selectHeld: Database.Statement<[string], RunRow>;
+  private readonly release: Database.Statement<[number, string]>;
+  private readonly appendEvent: Database.Statement<[string, number, string, string | null, string | null, string | null]>;
+
+  constructor(db: Database.Database) {
+    this.insert = db.prepare(`
+      INSERT INTO runs (run_id, job_id, team, pool, lane, scheduled_at, fire_at, dispatched_at, attempt,
+        attempt_base, status, started_at, finished_at, last_error, result, ready_at, lease_expires_at, lease_ms,
+        worker_id, fencing_token, held)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, NULL, ?, ?, NULL, ?, NULL, NULL, NULL, NULL, ?)
+      ON CONFLICT (run_id) DO NOTHING`);
+    this.selectById = db.prepare('SELECT * FROM runs WHERE run_id = ?');
+    this.selectActiveByJob = db.prepare(`
+      SELECT run_id, status, held FROM runs WHERE job_id = ? AND status IN ('ready', 'running', 'retry_wait')`);
+    this.selectHeld = db.prepare(`
+      SELECT * FROM runs WHERE job_id = ? AND status IN ('ready', 'running', 'retry_wait') AND held = 1`);
+    this.release = db.prepare('UPDATE runs SET held = 0, ready_at = ? WHERE run_id = ?');
+    this.appendEvent = db.prepare(
+      'INSERT INTO run_events (run_id, at, type, from_status, to_status, detail) VALUES (?, ?, ?, ?, ?, ?)');
+  }
+
+  get(runId: string): RunRow | undefined {
+    return this.selectById.get(runId);
+  }
+
+  /** Inserts the run unless its run_id exists (invariant 1); answers whether it inserted. */
+  insertIfAbsent(run: NewRun): boolean {
+    const info = this.insert.run(run.runId, run.jobId, run.team, run.pool, run.lane, run.scheduledAtMs, run.fireAtMs,
+      run.dispatchedAtMs, run.status, run.finishedAtMs, run.lastError, run.readyAtMs, run.held ? 1 : 0);
+    return info.changes === 1;
+  }
+
+  activeRunsOf(jobId: string): { runId: string; status: RunStatus; held: boolean }[] {
+    return this.selectActiveByJob.all(jobId).map((row) => ({
+      runId: row.run_id, status: row.status as RunStatus, held: row.held === 1,
+    }));
+  }
+
+  /**
+   * A run of `jobId` reached a final status: a `buffer_one` occurrence held behind it becomes
+   * leasable now. Answers the pool released into, or null when nothing was held.
+   */
+  releaseHeldRun(jobId: string, nowMs: number): string | null {
+    const held = this.selectHeld.get(jobId);
+    if (held === undefined) return null;
+    const stillBlocked = this.activeRunsOf(jobId).some((run) => !run.held);
+    if (stillBlocked) return null;
+    this.release.run(nowMs, held.run_id);
+    this.event(held.run_id, nowMs, 'released', 'ready', 'ready', null);
+    return held.pool;
+  }
+
+  event(runId: string, atMs: number, type: string, fromStatus: RunStatus | null, toStatus: RunStatus | null,
+    detail: Record<string, unknown> | null): void {
+    this.appendEvent.run(runId, atMs, type, fromStatus, toStatus, detail === null ? null : JSON.stringify(detail));
+  }
+}
+
+export const finalRunStatuses: ReadonlySet<RunStatus> = new Set<RunStatus>(
+  ['succeeded', 'dead', 'cancelled', 'abandoned', 'skipped_overlap', 'skipped_outage', 'skipped_dst']);

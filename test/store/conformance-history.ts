@@ -1,0 +1,109 @@
+// Store conformance, reading side: the run ledger ("did job J run between A and B, and how
+// did it end?" is one query, invariant 6), paged lists with team scope, triggers, and the
+// store's notifications (runs ready, near timers).
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { LoadedTimer } from '../../src/store/store.js';
+import {
+  createJob, firePending, jobRecord, jobSpec, minuteMs, t0Ms, timerAt, withStore, type OpenStore,
+} from './conformance-fixtures.js';
+
+export function runHistoryConformance(open: OpenStore): void {
+  void describe('history and lists', () => runHistoryTests(open));
+  void describe('notifications', () => runNotificationTests(open));
+}
+
+/** Resolves with the first value a subscription delivers; the test's own timeout bounds the wait. */
+function firstDelivery<T>(subscribe: (listener: (value: T) => void) => () => void, accept: (value: T) => boolean):
+  Promise<T> {
+  return new Promise((resolve) => {
+    const unsubscribe = subscribe((value) => {
+      if (!accept(value)) return;
+      unsubscribe();
+      resolve(value);
+    });
+  });
+}
+
+function runHistoryTests(open: OpenStore): void {
+  void it('answers a job\'s runs in a time window, newest first, across pages', () => withStore(open, async (store) => {
+    const job = await createJob(store);
+    for (let minute = 1; minute <= 7; minute++) await firePending(store, job, t0Ms + minute * minuteMs);
+    const window = { team: 'team-a', jobId: job.jobId, sinceMs: t0Ms + 2 * minuteMs, untilMs: t0Ms + 6 * minuteMs };
+    const first = await store.listRuns({ ...window, limit: 3 });
+    assert.deepEqual(first.items.map((run) => run.scheduledAtMs),
+      [t0Ms + 5 * minuteMs, t0Ms + 4 * minuteMs, t0Ms + 3 * minuteMs]);
+    assert.ok(first.nextCursor !== null);
+    const second = await store.listRuns({ ...window, limit: 3, cursor: first.nextCursor });
+    assert.deepEqual(second.items.map((run) => run.scheduledAtMs), [t0Ms + 2 * minuteMs]);
+    assert.equal(second.nextCursor, null);
+    assert.equal((await store.listRuns({ ...window, team: 'team-b', limit: 10 })).items.length, 0);
+    assert.equal((await store.listRuns({ team: 'team-a', pool: 'no-such-pool', limit: 10 })).items.length, 0);
+    assert.equal((await store.listRuns({ team: null, status: 'ready', limit: 100 })).items.length, 7);
+  }));
+
+  void it('lists jobs newest first, paged, filtered by state, pool and label', () => withStore(open, async (store) => {
+    const created = [];
+    for (let index = 0; index < 5; index++) {
+      created.push(await createJob(store, { nowMs: t0Ms + index, spec: {
+        pool: index % 2 === 0 ? 'even' : 'odd', labels: index === 3 ? { tier: 'gold' } : { tier: 'basic' },
+      } }));
+    }
+    await createJob(store, { team: 'team-b' });
+    const pageOne = await store.listJobs({ team: 'team-a', limit: 2 });
+    const pageTwo = await store.listJobs({ team: 'team-a', limit: 2, cursor: pageOne.nextCursor! });
+    const pageThree = await store.listJobs({ team: 'team-a', limit: 2, cursor: pageTwo.nextCursor! });
+    assert.deepEqual([...pageOne.items, ...pageTwo.items, ...pageThree.items].map((job) => job.jobId),
+      created.map((job) => job.jobId).reverse());
+    assert.equal(pageThree.nextCursor, null);
+    assert.equal((await store.listJobs({ team: 'team-a', pool: 'even', limit: 10 })).items.length, 3);
+    assert.deepEqual((await store.listJobs({ team: 'team-a', label: 'tier=gold', limit: 10 })).items.map((job) => job.jobId),
+      [created[3]!.jobId]);
+    assert.equal((await store.listJobs({ team: 'team-a', label: 'tier', limit: 10 })).items.length, 5);
+    assert.equal((await store.listJobs({ team: 'team-a', label: 'missing', limit: 10 })).items.length, 0);
+    await store.cancelJob(null, created[0]!.jobId, t0Ms + 10);
+    assert.equal((await store.listJobs({ team: 'team-a', state: 'cancelled', limit: 10 })).items.length, 1);
+    assert.equal((await store.listJobs({ team: null, limit: 10 })).items.length, 6);
+  }));
+
+  void it('triggers a run outside the schedule, ready now, with its event', () => withStore(open, async (store) => {
+    const job = await createJob(store);
+    const run = await store.triggerJob('team-a', job.jobId, t0Ms + 5);
+    assert.equal(run?.status, 'ready');
+    assert.equal(run.scheduledAtMs, t0Ms + 5);
+    const stored = await store.getRun('team-a', run.runId);
+    assert.deepEqual(stored?.events.map((event) => event.type), ['triggered']);
+    assert.equal(await store.getRun('team-b', run.runId), null, 'another team\'s run answers as unknown');
+    assert.equal(await store.nextReadyAtMs('team-a', 'pool-a'), t0Ms + 5);
+  }));
+}
+
+function runNotificationTests(open: OpenStore): void {
+  void it('announces timers written inside the near horizon, and only those', () => withStore(open, async (store) => {
+    const near = jobRecord(jobSpec(), t0Ms);
+    const far = jobRecord(jobSpec(), t0Ms);
+    const delivered = firstDelivery<LoadedTimer[]>((listener) => store.onNearTimers(listener),
+      (timers) => timers.some((timer) => timer.jobId === near.jobId));
+    await store.createJobs([
+      { job: far, timer: timerAt(t0Ms + 365 * 24 * 60 * minuteMs) },
+      { job: near, timer: timerAt(t0Ms + 1_000) },
+    ], t0Ms);
+    const timers = await delivered;
+    assert.deepEqual(timers.map((timer) => timer.jobId), [near.jobId]);
+    assert.equal(timers[0]?.fireAtMs, t0Ms + 1_000);
+    assert.equal(timers[0]?.jobVersion, 1);
+  }));
+
+  void it('tells pool listeners when runs become leasable, past a listener that throws', () =>
+    withStore(open, async (store) => {
+      const unsubscribeThrower = store.onRunsReady(() => {
+        throw new Error('a careless listener');
+      });
+      const ready = firstDelivery<string>((listener) => store.onRunsReady(listener), (pool) => pool === 'pool-a');
+      const job = await createJob(store);
+      const { result } = await firePending(store, job, t0Ms + minuteMs);
+      assert.equal(result.kind, 'dispatched', 'the dispatch stands despite the throwing listener');
+      assert.equal(await ready, 'pool-a');
+      unsubscribeThrower();
+    }));
+}

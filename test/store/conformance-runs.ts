@@ -1,0 +1,239 @@
+// Store conformance, worker side: leases with fencing tokens (invariant 4), retries and the
+// DLQ, lease expiry, the overlap policies, and two store instances racing for one run.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { Store } from '../../src/store/store.js';
+import type { JobSpec } from '../../src/domain/types.js';
+import {
+  createJob, firePending, leaseOne, leaseTtlMs, minuteMs, t0Ms, withStore, type OpenStore,
+} from './conformance-fixtures.js';
+
+export function runWorkerConformance(open: OpenStore): void {
+  void describe('worker leases and tokens', () => runLeaseTests(open));
+  void describe('retries, dead runs and replay', () => runRetryTests(open));
+  void describe('overlap policies', () => runOverlapTests(open));
+  void describe('two store instances racing', () => runRacingTests(open));
+}
+
+/** A job with one dispatched, ready run. */
+async function readyRun(store: Store, spec: Partial<JobSpec> = {}): Promise<{ runId: string; jobId: string }> {
+  const job = await createJob(store, { spec });
+  const { result, runId } = await firePending(store, job, t0Ms + minuteMs);
+  assert.equal(result.kind, 'dispatched');
+  return { runId, jobId: job.jobId };
+}
+
+const dispatchedAtMs = t0Ms + minuteMs;
+
+function runLeaseTests(open: OpenStore): void {
+  void it('leases a ready run once, with a token; heartbeats extend; a stale token changes nothing', () =>
+    withStore(open, async (store) => {
+      const { runId } = await readyRun(store);
+      const leased = await leaseOne(store, dispatchedAtMs + 10);
+      assert.equal(leased?.runId, runId);
+      assert.equal(leased.attempt, 1);
+      assert.equal(leased.leaseExpiresAtMs, dispatchedAtMs + 10 + 30_000, 'the job\'s lease_s applies');
+      assert.deepEqual(leased.payload, { hello: 'world' });
+      assert.equal(await leaseOne(store, dispatchedAtMs + 20), undefined, 'a running run is not leased again');
+      const beat = await store.heartbeatRun('team-a', runId, leased.fencingToken, dispatchedAtMs + 1_000);
+      assert.deepEqual(beat, { kind: 'extended', leaseExpiresAtMs: dispatchedAtMs + 31_000 });
+      assert.deepEqual(await store.heartbeatRun('team-a', runId, `${leased.fencingToken}0`, dispatchedAtMs + 2_000),
+        { kind: 'stale_token' });
+      assert.deepEqual(await store.heartbeatRun('team-b', runId, leased.fencingToken, dispatchedAtMs + 2_000),
+        { kind: 'not_found' });
+      const before = await store.getRun(null, runId);
+      const stale = await store.completeRun({ team: 'team-a', runId, fencingToken: 'garbage', status: 'succeeded',
+        error: null, result: null, nowMs: dispatchedAtMs + 3_000 });
+      assert.deepEqual(stale, { kind: 'stale_token' });
+      assert.deepEqual(await store.getRun(null, runId), before, 'a stale completion changes nothing');
+      const done = await store.completeRun({ team: 'team-a', runId, fencingToken: leased.fencingToken,
+        status: 'succeeded', error: null, result: { rows: 3 }, nowMs: dispatchedAtMs + 4_000 });
+      assert.ok(done.kind === 'completed');
+      assert.equal(done.run.status, 'succeeded');
+      assert.deepEqual(done.run.result, { rows: 3 });
+      assert.equal(done.run.finishedAtMs, dispatchedAtMs + 4_000);
+      const twice = await store.completeRun({ team: 'team-a', runId, fencingToken: leased.fencingToken,
+        status: 'failed', error: 'late', result: null, nowMs: dispatchedAtMs + 5_000 });
+      assert.deepEqual(twice, { kind: 'stale_token' }, 'a second completion is rejected');
+      const events = (await store.getRun(null, runId))!.events.map((event) => event.type);
+      assert.deepEqual(events, ['dispatched', 'leased', 'succeeded'], 'no event per heartbeat');
+    }));
+
+  void it('serves lanes in order P0, P1, P2, then by ready time, scoped to pool and team', () =>
+    withStore(open, async (store) => {
+      const p2 = await readyRun(store, { lane: 'P2' });
+      const p0 = await readyRun(store, { lane: 'P0' });
+      const p1 = await readyRun(store, { lane: 'P1' });
+      await readyRun(store, { pool: 'other-pool' });
+      assert.equal(await leaseOne(store, dispatchedAtMs, { team: 'team-b' }), undefined);
+      const leased = await store.leaseRuns({ team: 'team-a', pool: 'pool-a', max: 10, leaseMs: 5_000,
+        workerId: 'w', nowMs: dispatchedAtMs });
+      assert.deepEqual(leased.map((run) => run.runId), [p0.runId, p1.runId, p2.runId]);
+      assert.ok(leased.every((run) => run.leaseExpiresAtMs === dispatchedAtMs + 5_000), 'leaseMs overrides lease_s');
+      assert.equal(new Set(leased.map((run) => run.fencingToken)).size, 3);
+      assert.equal((await leaseOne(store, dispatchedAtMs, { team: null, pool: 'other-pool' }))?.team, 'team-a');
+    }));
+
+  void it('re-offers a run whose lease expired; the old token is then stale', () => withStore(open, async (store) => {
+    const { runId } = await readyRun(store);
+    const first = (await leaseOne(store, dispatchedAtMs, { leaseMs: 5_000 }))!;
+    assert.deepEqual(await store.expireRunLeases(dispatchedAtMs + 4_999, 100), []);
+    assert.equal(await store.nextRunDeadlineMs(), dispatchedAtMs + 5_000);
+    assert.deepEqual(await store.expireRunLeases(dispatchedAtMs + 5_000, 100),
+      [{ runId, pool: 'pool-a', toStatus: 'ready' }]);
+    const second = (await leaseOne(store, dispatchedAtMs + 5_001))!;
+    assert.equal(second.runId, runId);
+    assert.equal(second.attempt, 2);
+    assert.ok(BigInt(second.fencingToken) > BigInt(first.fencingToken));
+    assert.deepEqual(await store.heartbeatRun(null, runId, first.fencingToken, dispatchedAtMs + 5_002),
+      { kind: 'stale_token' });
+    const late = await store.completeRun({ team: null, runId, fencingToken: first.fencingToken, status: 'succeeded',
+      error: null, result: null, nowMs: dispatchedAtMs + 5_003 });
+    assert.deepEqual(late, { kind: 'stale_token' }, 'the zombie worker\'s completion is rejected');
+    assert.equal((await store.getRun(null, runId))?.status, 'running');
+  }));
+
+  void it('abandons an unsafe job\'s run and kills one out of attempts when the lease expires', () =>
+    withStore(open, async (store) => {
+      const unsafe = await readyRun(store, { idempotency: 'unsafe' });
+      const lastTry = await readyRun(store, { retry: { max_attempts: 1, base_s: 1, max_s: 1 } });
+      await store.leaseRuns({ team: null, pool: 'pool-a', max: 10, leaseMs: 5_000, workerId: 'w', nowMs: dispatchedAtMs });
+      const expired = await store.expireRunLeases(dispatchedAtMs + leaseTtlMs, 100);
+      const byRun = new Map(expired.map((entry) => [entry.runId, entry.toStatus]));
+      assert.equal(byRun.get(unsafe.runId), 'abandoned');
+      assert.equal(byRun.get(lastTry.runId), 'dead');
+      assert.equal((await store.getRun(null, unsafe.runId))?.status, 'abandoned');
+      assert.equal(await leaseOne(store, dispatchedAtMs + leaseTtlMs + 1), undefined, 'neither is re-offered');
+    }));
+}
+
+function runRetryTests(open: OpenStore): void {
+  void it('backs off after a failure, then sends the run to the DLQ when attempts run out; replay starts afresh', () =>
+    withStore(open, async (store) => {
+      const { runId } = await readyRun(store, { retry: { max_attempts: 2, base_s: 10, max_s: 100 } });
+      let nowMs = dispatchedAtMs;
+      const first = (await leaseOne(store, nowMs))!;
+      const failed = await store.completeRun({ team: 'team-a', runId, fencingToken: first.fencingToken,
+        status: 'failed', error: 'boom', result: null, nowMs });
+      assert.ok(failed.kind === 'completed');
+      assert.equal(failed.run.status, 'retry_wait');
+      assert.equal(failed.run.lastError, 'boom');
+      const delayMs = failed.run.readyAtMs! - nowMs;
+      assert.ok(delayMs >= 8_000 && delayMs <= 12_000, `10 s ± 20 %, got ${delayMs} ms`);
+      assert.equal(await store.nextRunDeadlineMs(), failed.run.readyAtMs);
+      assert.equal(await store.nextReadyAtMs('team-a', 'pool-a'), failed.run.readyAtMs);
+      assert.equal(await leaseOne(store, failed.run.readyAtMs! - 1), undefined, 'not before its retry time');
+      nowMs = failed.run.readyAtMs!;
+      const second = (await leaseOne(store, nowMs))!;
+      assert.equal(second.attempt, 2);
+      const dead = await store.completeRun({ team: 'team-a', runId, fencingToken: second.fencingToken,
+        status: 'failed', error: 'boom again', result: null, nowMs });
+      assert.ok(dead.kind === 'completed' && dead.run.status === 'dead');
+      assert.equal((await store.listRuns({ team: 'team-a', status: 'dead', limit: 10 })).items[0]?.runId, runId);
+      const replay = await store.replayRun('team-a', runId, nowMs + 1);
+      assert.ok(replay.kind === 'replayed');
+      assert.equal(replay.run.status, 'ready');
+      assert.equal(replay.run.runId, runId);
+      const third = (await leaseOne(store, nowMs + 1))!;
+      assert.equal(third.attempt, 3, 'the attempt number keeps counting');
+      const retried = await store.completeRun({ team: 'team-a', runId, fencingToken: third.fencingToken,
+        status: 'failed', error: 'still', result: null, nowMs: nowMs + 2 });
+      assert.ok(retried.kind === 'completed');
+      assert.equal(retried.run.status, 'retry_wait', 'the retry budget started afresh');
+      const types = (await store.getRun(null, runId))!.events.map((event) => event.type);
+      assert.deepEqual(types, ['dispatched', 'leased', 'retry_scheduled', 'leased', 'dead', 'replayed', 'leased',
+        'retry_scheduled']);
+    }));
+
+  void it('sends failed_permanent to the DLQ at once; replays only dead runs', () => withStore(open, async (store) => {
+    const { runId } = await readyRun(store);
+    assert.equal((await store.replayRun('team-a', runId, dispatchedAtMs)).kind, 'invalid_state');
+    const leased = (await leaseOne(store, dispatchedAtMs))!;
+    const outcome = await store.completeRun({ team: 'team-a', runId, fencingToken: leased.fencingToken,
+      status: 'failed_permanent', error: 'bad input', result: null, nowMs: dispatchedAtMs + 1 });
+    assert.ok(outcome.kind === 'completed' && outcome.run.status === 'dead');
+    assert.equal((await store.replayRun('team-b', runId, dispatchedAtMs + 2)).kind, 'not_found');
+    assert.equal((await store.replayRun(null, 'no-such-run', dispatchedAtMs + 2)).kind, 'not_found');
+  }));
+}
+
+function runOverlapTests(open: OpenStore): void {
+  void it('forbid skips a new occurrence while the previous run is active; allow dispatches both', () =>
+    withStore(open, async (store) => {
+      const forbid = await createJob(store, { spec: { overlap: 'forbid' } });
+      await firePending(store, forbid, t0Ms + minuteMs);
+      const { result, runId } = await firePending(store, forbid, t0Ms + 2 * minuteMs);
+      assert.ok(result.kind === 'dispatched');
+      assert.deepEqual(result.runs, [{ runId, status: 'skipped_overlap', inserted: true }]);
+      assert.ok((await store.getRun(null, runId))?.lastError);
+      const allow = await createJob(store, { spec: { overlap: 'allow' } });
+      await firePending(store, allow, t0Ms + minuteMs);
+      const second = await firePending(store, allow, t0Ms + 2 * minuteMs);
+      assert.ok(second.result.kind === 'dispatched' && second.result.runs[0]?.status === 'ready');
+    }));
+
+  void it('replace cancels the running run, whose worker then hears cancelled', () => withStore(open, async (store) => {
+    const job = await createJob(store, { spec: { overlap: 'replace' } });
+    const first = await firePending(store, job, t0Ms + minuteMs);
+    const leased = (await leaseOne(store, t0Ms + minuteMs))!;
+    const second = await firePending(store, job, t0Ms + 2 * minuteMs);
+    assert.ok(second.result.kind === 'dispatched' && second.result.runs[0]?.status === 'ready');
+    assert.equal((await store.getRun(null, first.runId))?.status, 'cancelled');
+    assert.deepEqual(await store.heartbeatRun(null, first.runId, leased.fencingToken, t0Ms + 2 * minuteMs),
+      { kind: 'cancelled' });
+    const late = await store.completeRun({ team: null, runId: first.runId, fencingToken: leased.fencingToken,
+      status: 'succeeded', error: null, result: null, nowMs: t0Ms + 2 * minuteMs });
+    assert.deepEqual(late, { kind: 'cancelled' });
+    assert.equal((await leaseOne(store, t0Ms + 2 * minuteMs))?.runId, second.runId);
+  }));
+
+  void it('buffer_one holds one occurrence behind the running run, skips further ones, releases it at the end', () =>
+    withStore(open, async (store) => {
+      const job = await createJob(store, { spec: { overlap: 'buffer_one' } });
+      const first = await firePending(store, job, t0Ms + minuteMs);
+      const leased = (await leaseOne(store, t0Ms + minuteMs))!;
+      const held = await firePending(store, job, t0Ms + 2 * minuteMs);
+      assert.ok(held.result.kind === 'dispatched' && held.result.runs[0]?.status === 'ready');
+      const skipped = await firePending(store, job, t0Ms + 3 * minuteMs);
+      assert.ok(skipped.result.kind === 'dispatched' && skipped.result.runs[0]?.status === 'skipped_overlap');
+      assert.equal(await leaseOne(store, t0Ms + 3 * minuteMs), undefined, 'a held run is not leasable');
+      const failedOnce = await store.completeRun({ team: null, runId: first.runId, fencingToken: leased.fencingToken,
+        status: 'failed', error: 'x', result: null, nowMs: t0Ms + 3 * minuteMs });
+      assert.ok(failedOnce.kind === 'completed' && failedOnce.run.status === 'retry_wait');
+      assert.equal(await leaseOne(store, t0Ms + 3 * minuteMs), undefined, 'a retry still holds it back');
+      const retry = (await leaseOne(store, failedOnce.run.readyAtMs!))!;
+      assert.equal(retry.runId, first.runId);
+      await store.completeRun({ team: null, runId: first.runId, fencingToken: retry.fencingToken,
+        status: 'succeeded', error: null, result: null, nowMs: failedOnce.run.readyAtMs! + 1 });
+      const released = await leaseOne(store, failedOnce.run.readyAtMs! + 1);
+      assert.equal(released?.runId, held.runId);
+      const events = (await store.getRun(null, held.runId))!.events.map((event) => event.type);
+      assert.deepEqual(events, ['dispatched', 'released', 'leased']);
+    }));
+}
+
+function runRacingTests(open: OpenStore): void {
+  void it('lets exactly one of two instances lease a run, and grant a shard', (context) => withStore(open, async (store, handle) => {
+    if (handle.openPeer === undefined) {
+      context.skip('the store under test offers no second instance (openPeer)');
+      return;
+    }
+    const peer = await handle.openPeer();
+    try {
+      const { runId } = await readyRun(store);
+      const request = { team: null, pool: 'pool-a', max: 5, leaseMs: null, workerId: 'w', nowMs: dispatchedAtMs };
+      const [mine, theirs] = await Promise.all([store.leaseRuns(request), peer.leaseRuns(request)]);
+      assert.deepEqual([...mine, ...theirs].map((run) => run.runId), [runId], 'exactly one instance wins');
+      const [a, b] = await Promise.all([
+        store.acquireShardLeases('node-a', [42], leaseTtlMs, t0Ms),
+        peer.acquireShardLeases('node-b', [42], leaseTtlMs, t0Ms),
+      ]);
+      assert.equal(a.length + b.length, 1, 'exactly one node holds the shard');
+      const winner = [...a, ...b][0]!;
+      const listed = await peer.listShardLeases();
+      assert.equal(listed.find((lease) => lease.shard === 42)?.token, winner.token, 'both instances agree');
+    } finally {
+      await peer.close();
+    }
+  }));
+}
