@@ -1,10 +1,18 @@
 // The embedded store against the shared conformance suite, plus what only SQLite has:
 // group commit, schema versioning and reopening a file.
+import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import Database from 'better-sqlite3';
+import { TicklerError } from '../../src/errors.js';
 import { openSqliteStore } from '../../src/store/sqlite/index.js';
+import { schemaVersion } from '../../src/store/sqlite/schema.js';
 import { runStoreConformance } from './conformance.js';
+import {
+  createJob, firePending, jobRecord, jobSpec, leaseOne, minuteMs, t0Ms, timerAt,
+} from './conformance-fixtures.js';
 
 async function tempDatabasePath(): Promise<{ path: string; removeDirectory(): Promise<void> }> {
   const directory = await mkdtemp(join(tmpdir(), 'tickler-sqlite-'));
@@ -28,4 +36,95 @@ runStoreConformance('sqlite', async () => {
       await removeDirectory();
     },
   };
+});
+
+void describe('sqlite store: what only the embedded store has', () => {
+  void it('coalesces creates of one event-loop turn into one transaction; a failing call fails alone', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    const store = await openSqliteStore({ path });
+    try {
+      const records = Array.from({ length: 200 }, () => jobRecord(jobSpec(), t0Ms));
+      const duplicate = { ...records[0]!, spec: jobSpec({ key: 'another' }) };
+      const calls = records.map((job) => store.createJobs([{ job, timer: timerAt(t0Ms + minuteMs) }], t0Ms));
+      const failing = store.createJobs([{ job: duplicate, timer: null }], t0Ms);
+      const outcomes = await Promise.all(calls);
+      await assert.rejects(failing, /UNIQUE|PRIMARY KEY/);
+      assert.ok(outcomes.every(([outcome]) => outcome?.kind === 'created'));
+      assert.deepEqual(store.createCommitStats, { transactions: 1, calls: 201, items: 201 });
+      assert.equal(await store.getJob(null, records[199]!.jobId).then((job) => job?.jobId), records[199]!.jobId);
+      assert.equal((await store.listJobs({ team: null, limit: 1_000 })).items.length, 200);
+    } finally {
+      await store.close();
+      await removeDirectory();
+    }
+  });
+
+  void it('keeps what it acknowledged across close and reopen, and commits creates still queued at close', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    try {
+      const store = await openSqliteStore({ path });
+      const acknowledged = await createJob(store);
+      const queued = jobRecord(jobSpec(), t0Ms);
+      const pending = store.createJobs([{ job: queued, timer: timerAt(t0Ms + minuteMs) }], t0Ms);
+      await store.close();
+      assert.equal((await pending)[0]?.kind, 'created');
+      await assert.rejects(store.getJob(null, acknowledged.jobId),
+        (error: unknown) => error instanceof TicklerError && error.code === 'unavailable');
+      const reopened = await openSqliteStore({ path });
+      assert.deepEqual(await reopened.getJob(null, acknowledged.jobId), acknowledged);
+      assert.equal((await reopened.getJob(null, queued.jobId))?.jobId, queued.jobId);
+      await reopened.close();
+    } finally {
+      await removeDirectory();
+    }
+  });
+
+  void it('versions its schema and refuses a file from a newer build', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    try {
+      await (await openSqliteStore({ path })).close();
+      const raw = new Database(path);
+      assert.equal(raw.pragma('user_version', { simple: true }), schemaVersion);
+      assert.equal(raw.pragma('journal_mode', { simple: true }), 'wal');
+      raw.pragma(`user_version = ${schemaVersion + 1}`);
+      raw.close();
+      await assert.rejects(openSqliteStore({ path }), /newer than this build/);
+    } finally {
+      await removeDirectory();
+    }
+  });
+
+  void it('answers unavailable while another process holds the write lock past the busy timeout', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    const store = await openSqliteStore({ path, busyTimeoutMs: 50 });
+    const blocker = new Database(path);
+    try {
+      blocker.exec('BEGIN IMMEDIATE');
+      await assert.rejects(store.acquireShardLeases('node-a', [1], 10_000, t0Ms),
+        (error: unknown) => error instanceof TicklerError && error.code === 'unavailable');
+      blocker.exec('ROLLBACK');
+      assert.equal((await store.acquireShardLeases('node-a', [1], 10_000, t0Ms)).length, 1);
+    } finally {
+      blocker.close();
+      await store.close();
+      await removeDirectory();
+    }
+  });
+
+  void it('pins retry jitter through the random option', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    const store = await openSqliteStore({ path, random: () => 1 });
+    try {
+      const job = await createJob(store, { spec: { retry: { max_attempts: 3, base_s: 10, max_s: 100 } } });
+      const { runId } = await firePending(store, job, t0Ms + minuteMs);
+      const leased = (await leaseOne(store, t0Ms + minuteMs))!;
+      const outcome = await store.completeRun({ team: null, runId, fencingToken: leased.fencingToken, status: 'failed',
+        error: 'x', result: null, nowMs: t0Ms + minuteMs });
+      assert.ok(outcome.kind === 'completed');
+      assert.equal(outcome.run.readyAtMs, t0Ms + minuteMs + 12_000, '10 s × 1.2 at the top of the jitter range');
+    } finally {
+      await store.close();
+      await removeDirectory();
+    }
+  });
 });

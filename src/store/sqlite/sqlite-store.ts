@@ -56,7 +56,8 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
     migrate(db);
   } catch (error) {
     db.close();
-    throw new Error(`cannot open SQLite store at ${options.path}`, { cause: error });
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new Error(`cannot open SQLite store at ${options.path}: ${reason}`, { cause: error });
   }
   return new SqliteStore(db, options);
 }
@@ -71,6 +72,8 @@ export class SqliteStore implements Store {
   private readonly reads: StoreReads;
   private readonly creates: GroupCommitQueue<CreateCall, CreateJobOutcome[]>;
   private closed = false;
+  /** Group-commit counters: calls per transaction shows how well creates coalesce. */
+  readonly createCommitStats = { transactions: 0, calls: 0, items: 0 };
 
   constructor(private readonly db: Database.Database, options: SqliteStoreOptions) {
     const logger = options.logger;
@@ -90,6 +93,9 @@ export class SqliteStore implements Store {
     this.reads = new StoreReads(db);
     this.creates = new GroupCommitQueue((calls) => {
       const { outcomes, effects } = this.jobWrites.createGroup(calls);
+      this.createCommitStats.transactions++;
+      this.createCommitStats.calls += calls.length;
+      this.createCommitStats.items += calls.reduce((sum, call) => sum + call.items.length, 0);
       this.emit(effects);
       return outcomes;
     }, groupCommitMax);
