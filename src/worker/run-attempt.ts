@@ -1,0 +1,179 @@
+/**
+ * One attempt of one leased run inside a worker: run the handler, keep the lease alive with
+ * heartbeats every third of the lease, and report the outcome with the attempt's fencing
+ * token.
+ *
+ * The lease is lost — the handler's signal aborts and no completion is sent — when the server
+ * answers a heartbeat `409 stale_token` or `cancelled` (or 404), or when two heartbeats in a
+ * row get no good answer. Two misses at a third of the lease each leave the worker about a
+ * third of a lease to stop before the server re-offers the run to someone else; completing
+ * after that point could only be rejected or, worse, race the next attempt.
+ */
+import type { Clock, TimerHandle } from '../clock.js';
+import { errorTextLengthMax, leaseSecondsMax, leaseSecondsMin } from '../limits.js';
+import type { TicklerClient } from './client.js';
+import { describe } from './client.js';
+import { PermanentError, TicklerApiError } from './errors.js';
+import type { CompleteRequest, LeasedRun } from './wire.js';
+
+/** What a handler sees of its run; `run_id` is the idempotency key for its side effects. */
+export type WorkerRun = Readonly<Omit<LeasedRun, 'fencing_token' | 'lease_expires_at'>>;
+
+export interface HandlerContext {
+  /** Aborts when the lease is lost, the run is cancelled, or `stop()` ran out of patience. */
+  signal: AbortSignal;
+}
+
+export type RunHandler = (run: WorkerRun, context: HandlerContext) => unknown;
+
+/** Minimal structured logger; a pino logger fits. */
+export interface WorkerLogger {
+  debug(details: object, message: string): void;
+  info(details: object, message: string): void;
+  warn(details: object, message: string): void;
+  error(details: object, message: string): void;
+}
+
+/** The reason a handler's signal carries when the worker takes the run away. */
+export class LeaseLostError extends Error {
+  /** `stale_token`, `cancelled`, `not_found`, `heartbeat_failed` or `stopping`. */
+  readonly reason: string;
+
+  constructor(reason: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'LeaseLostError';
+    this.reason = reason;
+  }
+}
+
+export interface AttemptDependencies {
+  client: TicklerClient;
+  clock: Clock;
+  handler: RunHandler;
+  logger: WorkerLogger;
+  /** The lease the worker asked for, if any; otherwise the job's, read from `lease_expires_at`. */
+  leaseS: number | undefined;
+  random: () => number;
+}
+
+export const heartbeatFailuresMax = 2;
+const completeTriesMax = 3;
+const completeRetryDelayMs = 500;
+
+/** Heartbeats every third of the lease duration (DESIGN.md flow 6). */
+export function heartbeatIntervalMsOf(leaseS: number | undefined, leaseExpiresAtMs: number, nowMs: number): number {
+  // Without an explicit lease_s the lease is the job's, known only through its expiry. A
+  // server on a virtual clock can make that difference meaningless, hence the clamp.
+  const leaseDurationMs = leaseS !== undefined
+    ? leaseS * 1_000
+    : Math.min(Math.max(leaseExpiresAtMs - nowMs, leaseSecondsMin * 1_000), leaseSecondsMax * 1_000);
+  return Math.max(1, Math.floor(leaseDurationMs / 3));
+}
+
+export class RunAttempt {
+  readonly run: LeasedRun;
+  private readonly dependencies: AttemptDependencies;
+  private readonly controller = new AbortController();
+  private readonly heartbeatIntervalMs: number;
+  private heartbeatTimer: TimerHandle | undefined;
+  private heartbeatFailures = 0;
+  private settled = false;
+
+  constructor(run: LeasedRun, dependencies: AttemptDependencies) {
+    this.run = run;
+    this.dependencies = dependencies;
+    this.heartbeatIntervalMs = heartbeatIntervalMsOf(
+      dependencies.leaseS,
+      Date.parse(run.lease_expires_at),
+      dependencies.clock.nowMs(),
+    );
+  }
+
+  /** Takes the run away from its handler (lease lost, or a stop that ran out of time). */
+  abort(reason: LeaseLostError): void {
+    if (!this.controller.signal.aborted) this.controller.abort(reason);
+  }
+
+  /** Runs the handler to its end and reports the outcome; never rejects. */
+  async execute(): Promise<void> {
+    const { handler, logger } = this.dependencies;
+    const { fencing_token: _token, lease_expires_at: _expiry, ...visible } = this.run;
+    this.scheduleHeartbeat();
+    let outcome: Omit<CompleteRequest, 'fencing_token'>;
+    try {
+      const result: unknown = await handler(Object.freeze(visible), { signal: this.controller.signal });
+      outcome = result === undefined ? { status: 'succeeded' } : { status: 'succeeded', result };
+    } catch (error) {
+      outcome = {
+        status: error instanceof PermanentError ? 'failed_permanent' : 'failed',
+        error: describe(error).slice(0, errorTextLengthMax),
+      };
+    } finally {
+      this.settled = true;
+      this.heartbeatTimer?.cancel();
+    }
+    const reason: unknown = this.controller.signal.reason;
+    if (reason instanceof LeaseLostError && reason.reason !== 'stopping') {
+      logger.warn({ runId: this.run.run_id, reason: reason.reason, outcome: outcome.status },
+        'lease lost: the outcome is not reported');
+      return;
+    }
+    await this.complete(outcome);
+  }
+
+  private scheduleHeartbeat(): void {
+    const { clock } = this.dependencies;
+    this.heartbeatTimer = clock.setTimer(clock.nowMs() + this.heartbeatIntervalMs, () => this.heartbeat());
+  }
+
+  private async heartbeat(): Promise<void> {
+    if (this.settled || this.controller.signal.aborted) return;
+    const { client, logger } = this.dependencies;
+    try {
+      // A heartbeat that hangs for a whole interval counts as failed, like one refused.
+      await client.heartbeat(this.run.run_id, this.run.fencing_token, { timeoutMs: this.heartbeatIntervalMs });
+      this.heartbeatFailures = 0;
+    } catch (error) {
+      if (error instanceof TicklerApiError && leaseLostCodes.has(error.code)) {
+        this.abort(new LeaseLostError(error.code, `heartbeat refused: ${error.message}`, { cause: error }));
+        return;
+      }
+      this.heartbeatFailures += 1;
+      logger.warn({ runId: this.run.run_id, failures: this.heartbeatFailures, error: describe(error) },
+        'heartbeat failed');
+      if (this.heartbeatFailures >= heartbeatFailuresMax) {
+        this.abort(new LeaseLostError('heartbeat_failed',
+          `${this.heartbeatFailures} heartbeats in a row failed: ${describe(error)}`, { cause: error }));
+        return;
+      }
+    }
+    if (!this.settled) this.scheduleHeartbeat();
+  }
+
+  private async complete(outcome: Omit<CompleteRequest, 'fencing_token'>): Promise<void> {
+    const { client, clock, logger, random } = this.dependencies;
+    const body: CompleteRequest = { fencing_token: this.run.fencing_token, ...outcome };
+    for (let tryNumber = 1; ; tryNumber++) {
+      try {
+        await client.completeRun(this.run.run_id, body);
+        logger.debug({ runId: this.run.run_id, status: body.status }, 'completed');
+        return;
+      } catch (error) {
+        const retryable = !(error instanceof TicklerApiError) || error.retryable;
+        if (!retryable || tryNumber >= completeTriesMax) {
+          // A 409 means another attempt owns the run now: ours changes nothing, by design.
+          const level = error instanceof TicklerApiError && error.status === 409 ? 'warn' : 'error';
+          logger[level]({ runId: this.run.run_id, status: body.status, error: describe(error) },
+            'completion not accepted; the server re-offers the run when its lease expires');
+          return;
+        }
+        const delayMs = completeRetryDelayMs * tryNumber * (0.5 + random());
+        logger.warn({ runId: this.run.run_id, tryNumber, delayMs: Math.round(delayMs), error: describe(error) },
+          'completion failed; retrying');
+        await new Promise<void>((resolve) => clock.setTimer(clock.nowMs() + delayMs, resolve));
+      }
+    }
+  }
+}
+
+const leaseLostCodes = new Set(['stale_token', 'cancelled', 'not_found']);

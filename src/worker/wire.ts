@@ -1,0 +1,168 @@
+/**
+ * The wire shapes of API.md as TypeScript types: snake_case fields, times as RFC 3339 UTC
+ * strings, durations in seconds with an `_s` suffix. Clients send and receive exactly these;
+ * nothing here is converted.
+ */
+import type {
+  CatchUpPolicy,
+  CompletionStatus,
+  DstSpec,
+  IdempotencyClass,
+  JobSpec,
+  JobState,
+  Lane,
+  OverlapPolicy,
+  RetrySpec,
+  RunStatus,
+} from '../domain/types.js';
+
+export type { CompletionStatus, JobState, RunStatus };
+
+export type ScheduleRequest =
+  | { cron: string; tz?: string }
+  | { at: string }
+  | { delay_s: number };
+
+/** `POST /v1/jobs` body: `schedule` and `pool` are required, everything else has a default. */
+export interface JobCreateRequest {
+  key?: string;
+  schedule: ScheduleRequest;
+  pool: string;
+  payload?: unknown;
+  lane?: Lane;
+  tolerance_s?: number;
+  retry?: Partial<RetrySpec>;
+  overlap?: OverlapPolicy;
+  catch_up?: CatchUpPolicy;
+  catch_up_window_s?: number;
+  dst?: Partial<DstSpec>;
+  idempotency?: IdempotencyClass;
+  lease_s?: number;
+  max_silence_s?: number | null;
+  resources?: string[];
+  labels?: Record<string, string>;
+}
+
+/** `PATCH /v1/jobs/{job_id}` body: schedule, payload or policies. */
+export type JobPatchRequest = Partial<Omit<JobCreateRequest, 'key' | 'pool'>> & { pool?: string };
+
+/** A job as the API answers it: the spec with defaults filled in, plus its state. */
+export interface Job extends JobSpec {
+  job_id: string;
+  team: string;
+  state: JobState;
+  next_fire_at: string | null;
+  next_scheduled_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface RunEvent {
+  at: string;
+  type: string;
+  from_status?: RunStatus | null;
+  to_status?: RunStatus | null;
+  detail?: Record<string, unknown> | null;
+  [extension: string]: unknown;
+}
+
+export interface Run {
+  run_id: string;
+  job_id: string;
+  team: string;
+  pool: string;
+  scheduled_at: string;
+  fire_at: string;
+  dispatched_at: string | null;
+  attempt: number;
+  status: RunStatus;
+  started_at: string | null;
+  finished_at: string | null;
+  last_error: string | null;
+  result: unknown;
+  /** Only on `GET /v1/runs/{run_id}`. */
+  events?: RunEvent[];
+}
+
+export interface ListPage<T> {
+  items: T[];
+  next_cursor: string | null;
+}
+
+export interface ListJobsQuery {
+  state?: JobState;
+  pool?: string;
+  label?: string;
+  team?: string;
+  cursor?: string;
+  limit?: number;
+}
+
+export interface ListRunsQuery {
+  since?: string;
+  until?: string;
+  status?: RunStatus;
+  pool?: string;
+  team?: string;
+  cursor?: string;
+  limit?: number;
+}
+
+export interface ListDlqQuery {
+  pool?: string;
+  team?: string;
+  cursor?: string;
+  limit?: number;
+}
+
+export type BatchResult =
+  | { status: 200 | 201; job: Job }
+  | { status: number; error: { code: string; message: string; field?: string } };
+
+export interface PreviewQuery {
+  cron: string;
+  tz?: string;
+  from?: string;
+  count?: number;
+  gap?: DstSpec['gap'];
+  repeat?: DstSpec['repeat'];
+}
+
+export interface PreviewItem {
+  scheduled_at: string;
+  local: string;
+}
+
+export interface LeaseRequest {
+  pool: string;
+  max: number;
+  lease_s?: number;
+  wait_s?: number;
+  worker_id?: string;
+}
+
+/** One run handed to a worker by `POST /v1/workers/lease`. */
+export interface LeasedRun {
+  run_id: string;
+  job_id: string;
+  attempt: number;
+  scheduled_at: string;
+  fire_at: string;
+  payload: unknown;
+  fencing_token: string;
+  lease_expires_at: string;
+}
+
+export interface CompleteRequest {
+  fencing_token: string;
+  status: CompletionStatus;
+  error?: string;
+  result?: unknown;
+}
+
+export interface ClockAnswer {
+  now: string;
+}
+
+/** Answers the spec leaves open in shape (trigger, cancel by prefix, health) are kept as JSON objects. */
+export type JsonObject = Record<string, unknown>;

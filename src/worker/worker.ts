@@ -1,0 +1,226 @@
+/**
+ * The worker loop: one outstanding long-poll `POST /v1/workers/lease` for as many runs as
+ * there are free slots, re-issued the moment it answers, so a run that becomes ready is
+ * handed over within one round trip rather than a polling interval. The loop sleeps only
+ * after an error (exponential backoff with jitter) and while every slot is busy (until one
+ * frees). Each leased run becomes a `RunAttempt` (heartbeats, handler, completion).
+ */
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { SystemClock, type Clock, type TimerHandle } from '../clock.js';
+import { leaseBatchMax, leaseWaitSecondsMax } from '../limits.js';
+import { createLogger } from '../obs/log.js';
+import { TicklerClient, describe } from './client.js';
+import { TicklerApiError } from './errors.js';
+import { LeaseLostError, RunAttempt, type RunHandler, type WorkerLogger } from './run-attempt.js';
+import type { LeasedRun } from './wire.js';
+
+export interface WorkerOptions {
+  /** A client, or `baseUrl` (and `apiKey`) to build one. */
+  client?: TicklerClient;
+  baseUrl?: string;
+  apiKey?: string;
+  pool: string;
+  /** Handlers running at once; the worker leases only as many runs as it has free slots. */
+  concurrency: number;
+  handler: RunHandler;
+  /** Overrides the job's `lease_s` for runs this worker leases. */
+  leaseS?: number;
+  /** Long-poll wait per lease request; default 20. */
+  waitS?: number;
+  workerId?: string;
+  logger?: WorkerLogger;
+  /** After `stop()` waited this long for in-flight handlers, their signals abort. Default: wait. */
+  stopTimeoutMs?: number;
+  /** Drives heartbeats and backoff; tests pass a VirtualClock. */
+  clock?: Clock;
+  random?: () => number;
+}
+
+export interface Worker {
+  /** Starts leasing; returns at once. */
+  start(): void;
+  /** Stops leasing, lets in-flight handlers finish (aborting them after `timeoutMs`), resolves. */
+  stop(options?: { timeoutMs?: number }): Promise<void>;
+  /** Starts and resolves once stopped. */
+  run(): Promise<void>;
+  readonly workerId: string;
+  /** Runs being handled right now. */
+  readonly inFlightCount: number;
+}
+
+type WorkerState = 'created' | 'running' | 'stopping' | 'stopped';
+
+const waitSecondsDefault = 20;
+const errorBackoffMsBase = 100;
+const errorBackoffMsMax = 10_000;
+
+export function createWorker(options: WorkerOptions): Worker {
+  return new PullWorker(options);
+}
+
+/** Backoff after the n-th consecutive lease error: 100 ms doubling to 10 s, ×0.5–1.5 jitter. */
+export function leaseErrorBackoffMs(consecutiveErrors: number, random: () => number, retryAfterS?: number): number {
+  const exponentialMs = Math.min(errorBackoffMsBase * 2 ** Math.max(0, consecutiveErrors - 1), errorBackoffMsMax);
+  const jitteredMs = exponentialMs * (0.5 + random());
+  return retryAfterS === undefined ? jitteredMs : Math.max(jitteredMs, retryAfterS * 1_000);
+}
+
+class PullWorker implements Worker {
+  readonly workerId: string;
+  private readonly options: WorkerOptions;
+  private readonly client: TicklerClient;
+  private readonly clock: Clock;
+  private readonly logger: WorkerLogger;
+  private readonly random: () => number;
+  private readonly waitS: number;
+  private readonly inFlight = new Map<string, { attempt: RunAttempt; done: Promise<void> }>();
+  private state: WorkerState = 'created';
+  private leaseController = new AbortController();
+  /** Resolves whatever the loop is waiting on (a free slot, a backoff) so it looks at state again. */
+  private wake: (() => void) | undefined;
+  private loopDone: Promise<void> = Promise.resolve();
+  private stopped: Promise<void> | undefined;
+  private resolveRun: (() => void) | undefined;
+  private readonly runDone: Promise<void>;
+
+  constructor(options: WorkerOptions) {
+    if (!Number.isInteger(options.concurrency) || options.concurrency < 1) {
+      throw new RangeError(`concurrency must be a positive integer, got ${options.concurrency}`);
+    }
+    const waitS = options.waitS ?? waitSecondsDefault;
+    if (!(waitS >= 0 && waitS <= leaseWaitSecondsMax)) {
+      throw new RangeError(`waitS must be within 0..${leaseWaitSecondsMax}, got ${waitS}`);
+    }
+    if (options.client === undefined && options.baseUrl === undefined) {
+      throw new TypeError('createWorker needs a client or a baseUrl');
+    }
+    this.options = options;
+    this.waitS = waitS;
+    this.client = options.client ?? new TicklerClient({
+      baseUrl: options.baseUrl as string,
+      ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
+    });
+    this.clock = options.clock ?? new SystemClock();
+    this.logger = options.logger ?? createLogger({ name: 'tickler-worker' });
+    this.random = options.random ?? Math.random;
+    this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+    this.runDone = new Promise((resolve) => {
+      this.resolveRun = resolve;
+    });
+  }
+
+  get inFlightCount(): number {
+    return this.inFlight.size;
+  }
+
+  start(): void {
+    if (this.state !== 'created') throw new Error(`worker ${this.workerId} cannot start: it is ${this.state}`);
+    this.state = 'running';
+    this.logger.info({ workerId: this.workerId, pool: this.options.pool }, 'worker started');
+    this.loopDone = this.leaseLoop();
+  }
+
+  run(): Promise<void> {
+    this.start();
+    return this.runDone;
+  }
+
+  stop(options: { timeoutMs?: number } = {}): Promise<void> {
+    if (this.stopped !== undefined) return this.stopped;
+    this.stopped = this.drain(options.timeoutMs ?? this.options.stopTimeoutMs);
+    return this.stopped;
+  }
+
+  private async drain(timeoutMs: number | undefined): Promise<void> {
+    const wasRunning = this.state === 'running';
+    this.state = 'stopping';
+    this.leaseController.abort(new LeaseLostError('stopping', 'worker stopping'));
+    this.wakeLoop();
+    // The patience is counted from the stop() call, so it is armed before anything is awaited.
+    let patience: TimerHandle | undefined;
+    if (timeoutMs !== undefined) {
+      patience = this.clock.setTimer(this.clock.nowMs() + timeoutMs, () => {
+        for (const { attempt } of this.inFlight.values()) {
+          attempt.abort(new LeaseLostError('stopping', `worker stopping: handler still running after ${timeoutMs} ms`));
+        }
+      });
+    }
+    await this.loopDone;
+    // Handlers that arrive from a lease answered during the stop are in inFlight too.
+    while (this.inFlight.size > 0) await Promise.all([...this.inFlight.values()].map(({ done }) => done));
+    patience?.cancel();
+    this.state = 'stopped';
+    if (wasRunning) this.logger.info({ workerId: this.workerId }, 'worker stopped');
+    this.resolveRun?.();
+  }
+
+  private async leaseLoop(): Promise<void> {
+    let consecutiveErrors = 0;
+    while (this.state === 'running') {
+      const freeSlots = Math.min(this.options.concurrency - this.inFlight.size, leaseBatchMax);
+      if (freeSlots <= 0) {
+        await this.sleepUntilWoken();
+        continue;
+      }
+      try {
+        const answer = await this.client.leaseRuns({
+          pool: this.options.pool,
+          max: freeSlots,
+          wait_s: this.waitS,
+          worker_id: this.workerId,
+          ...(this.options.leaseS === undefined ? {} : { lease_s: this.options.leaseS }),
+        }, { signal: this.leaseController.signal });
+        consecutiveErrors = 0;
+        // Runs leased are ours even if a stop began meanwhile: handle them rather than let them expire.
+        for (const run of answer.runs) this.startAttempt(run);
+      } catch (error) {
+        if (this.state !== 'running') break;
+        consecutiveErrors += 1;
+        const retryAfterS = error instanceof TicklerApiError ? error.retryAfterS : undefined;
+        const delayMs = leaseErrorBackoffMs(consecutiveErrors, this.random, retryAfterS);
+        this.logger.warn({ workerId: this.workerId, consecutiveErrors, delayMs: Math.round(delayMs),
+          error: describe(error) }, 'lease request failed; backing off');
+        await this.sleepUntilWoken(delayMs);
+      }
+    }
+  }
+
+  private startAttempt(run: LeasedRun): void {
+    const attempt = new RunAttempt(run, {
+      client: this.client,
+      clock: this.clock,
+      handler: this.options.handler,
+      logger: this.logger,
+      leaseS: this.options.leaseS,
+      random: this.random,
+    });
+    // The same run_id cannot be leased twice while we hold it; a key per lease keeps the map honest anyway.
+    const key = `${run.run_id}:${run.fencing_token}`;
+    const done = attempt.execute().finally(() => {
+      this.inFlight.delete(key);
+      this.wakeLoop();
+    });
+    this.inFlight.set(key, { attempt, done });
+  }
+
+  /** Waits until a slot frees, a stop begins, or `delayMs` passes. */
+  private sleepUntilWoken(delayMs?: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = delayMs === undefined ? undefined : this.clock.setTimer(this.clock.nowMs() + delayMs, () => {
+        this.wake = undefined;
+        resolve();
+      });
+      this.wake = () => {
+        timer?.cancel();
+        resolve();
+      };
+    });
+  }
+
+  private wakeLoop(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+}

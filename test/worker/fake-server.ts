@@ -1,0 +1,150 @@
+/**
+ * A tiny real HTTP server that speaks the worker routes of API.md, for SDK and CLI tests.
+ * Lease requests long-poll until the test offers runs (or the client hangs up); heartbeat
+ * and complete answers are scripted per test. Every request is recorded and announced as an
+ * event, so tests wait on what happened instead of sleeping.
+ */
+import { EventEmitter, once } from 'node:events';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { CompleteRequest, LeasedRun, LeaseRequest } from '../../src/worker/wire.js';
+
+/** A scripted answer: a status and JSON body, or `destroy` to cut the connection (a network error). */
+export type ScriptedAnswer = { status: number; body: unknown } | 'destroy';
+
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  headers: IncomingMessage['headers'];
+  body: unknown;
+}
+
+interface PendingLease {
+  request: LeaseRequest;
+  response: ServerResponse;
+}
+
+export class FakeTicklerServer extends EventEmitter {
+  readonly requests: RecordedRequest[] = [];
+  readonly leases: LeaseRequest[] = [];
+  readonly heartbeats: { runId: string; fencingToken: string }[] = [];
+  readonly completions: { runId: string; body: CompleteRequest }[] = [];
+  /** Answers for `POST /v1/workers/lease` taken before long-polling, in order (e.g. a 503). */
+  readonly leaseAnswers: ScriptedAnswer[] = [];
+  heartbeatAnswer: (runId: string) => ScriptedAnswer = () => ({
+    status: 200,
+    body: { lease_expires_at: new Date(0).toISOString() },
+  });
+  completeAnswer: (runId: string) => ScriptedAnswer = () => ({ status: 200, body: {} });
+  /** Other routes (for client tests): `METHOD /path?query` → answer. */
+  readonly routes = new Map<string, ScriptedAnswer>();
+  private readonly server: Server;
+  private readonly offered: LeasedRun[] = [];
+  private readonly pendingLeases: PendingLease[] = [];
+  url = '';
+
+  constructor() {
+    super();
+    this.server = createServer((request, response) => {
+      void this.handle(request, response);
+    });
+  }
+
+  async listen(): Promise<void> {
+    this.server.listen(0, '127.0.0.1');
+    await once(this.server, 'listening');
+    const address = this.server.address() as AddressInfo;
+    this.url = `http://127.0.0.1:${address.port}`;
+  }
+
+  async close(): Promise<void> {
+    for (const pending of this.pendingLeases.splice(0)) pending.response.destroy();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve, reject) => this.server.close((error) => (error ? reject(error) : resolve())));
+  }
+
+  /** Makes runs available; a waiting lease request is answered at once. */
+  offer(...runs: LeasedRun[]): void {
+    this.offered.push(...runs);
+    this.answerPendingLeases();
+  }
+
+  /** Resolves with the next event of `name` whose argument passes `predicate`. */
+  async next<T>(name: string, predicate: (value: T) => boolean = () => true): Promise<T> {
+    for (;;) {
+      const [value] = (await once(this, name)) as [T];
+      if (predicate(value)) return value;
+    }
+  }
+
+  private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    const body: unknown = text === '' ? undefined : JSON.parse(text);
+    const url = new URL(request.url ?? '/', 'http://fake');
+    const method = request.method ?? 'GET';
+    this.requests.push({ method, path: url.pathname + url.search, headers: request.headers, body });
+    const runMatch = /^\/v1\/runs\/([^/]+)\/(heartbeat|complete)$/.exec(url.pathname);
+    if (method === 'POST' && url.pathname === '/v1/workers/lease') {
+      this.leases.push(body as LeaseRequest);
+      this.emit('lease', body);
+      const scripted = this.leaseAnswers.shift();
+      if (scripted !== undefined) return answer(response, scripted);
+      this.pendingLeases.push({ request: body as LeaseRequest, response });
+      response.on('close', () => {
+        const index = this.pendingLeases.findIndex((pending) => pending.response === response);
+        if (index >= 0) this.pendingLeases.splice(index, 1);
+      });
+      this.answerPendingLeases();
+    } else if (method === 'POST' && runMatch?.[2] === 'heartbeat') {
+      const runId = decodeURIComponent(runMatch[1]!);
+      this.heartbeats.push({ runId, fencingToken: (body as { fencing_token: string }).fencing_token });
+      answer(response, this.heartbeatAnswer(runId));
+      this.emit('heartbeat', runId);
+    } else if (method === 'POST' && runMatch?.[2] === 'complete') {
+      const runId = decodeURIComponent(runMatch[1]!);
+      this.completions.push({ runId, body: body as CompleteRequest });
+      answer(response, this.completeAnswer(runId));
+      this.emit('complete', { runId, body });
+    } else {
+      const scripted = this.routes.get(`${method} ${url.pathname}${url.search}`);
+      answer(response, scripted ?? { status: 404, body: { error: { code: 'not_found', message: 'no such route' } } });
+    }
+  }
+
+  private answerPendingLeases(): void {
+    while (this.offered.length > 0 && this.pendingLeases.length > 0) {
+      const pending = this.pendingLeases.shift()!;
+      const runs = this.offered.splice(0, pending.request.max);
+      answer(pending.response, { status: 200, body: { runs } });
+    }
+  }
+}
+
+function answer(response: ServerResponse, scripted: ScriptedAnswer): void {
+  if (scripted === 'destroy') {
+    response.destroy();
+    return;
+  }
+  response.writeHead(scripted.status, { 'content-type': 'application/json' });
+  response.end(JSON.stringify(scripted.body));
+}
+
+let runSequence = 0;
+
+/** A leased run as the server would hand it out, expiring `leaseS` after `nowMs`. */
+export function leasedRun(nowMs: number, overrides: Partial<LeasedRun> = {}, leaseS = 3): LeasedRun {
+  runSequence += 1;
+  return {
+    run_id: `run-${runSequence}`,
+    job_id: `job-${runSequence}`,
+    attempt: 1,
+    scheduled_at: new Date(nowMs).toISOString(),
+    fire_at: new Date(nowMs).toISOString(),
+    payload: { n: runSequence },
+    fencing_token: `token-${runSequence}`,
+    lease_expires_at: new Date(nowMs + leaseS * 1_000).toISOString(),
+    ...overrides,
+  };
+}

@@ -1,0 +1,344 @@
+// The worker SDK against a real HTTP server that speaks the worker routes. Heartbeats and
+// backoff run on a VirtualClock, so "a third of the lease later" is a clock advance, not a sleep.
+/* eslint-disable @typescript-eslint/no-floating-promises -- node:test awaits the promises test() returns */
+import assert from 'node:assert/strict';
+import { EventEmitter, once } from 'node:events';
+import { afterEach, beforeEach, describe, test } from 'node:test';
+import { VirtualClock } from '../../src/clock.js';
+import { TicklerClient } from '../../src/worker/client.js';
+import { PermanentError } from '../../src/worker/errors.js';
+import { LeaseLostError, type RunHandler, type WorkerLogger, type WorkerRun } from '../../src/worker/run-attempt.js';
+import { createWorker, leaseErrorBackoffMs, type Worker } from '../../src/worker/worker.js';
+import { FakeTicklerServer, leasedRun } from './fake-server.js';
+
+const startMs = Date.parse('2026-11-29T02:00:00.000Z');
+
+/** Keeps log lines and announces each as a `line` event, so tests can wait for one. */
+class RecordingLogger extends EventEmitter implements WorkerLogger {
+  readonly lines: { level: string; message: string; details: object }[] = [];
+  debug(details: object, message: string): void { this.record('debug', details, message); }
+  info(details: object, message: string): void { this.record('info', details, message); }
+  warn(details: object, message: string): void { this.record('warn', details, message); }
+  error(details: object, message: string): void { this.record('error', details, message); }
+
+  async next(messagePrefix: string): Promise<void> {
+    for (;;) {
+      const [message] = (await once(this, 'line')) as [string];
+      if (message.startsWith(messagePrefix)) return;
+    }
+  }
+
+  private record(level: string, details: object, message: string): void {
+    this.lines.push({ level, message, details });
+    this.emit('line', message);
+  }
+}
+
+function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (error: unknown) => void } {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+/** A handler that reports each call and waits for the test to let it finish (or for its signal). */
+function controlledHandler(): {
+  handler: RunHandler;
+  started: Promise<{ run: WorkerRun; signal: AbortSignal }>;
+  finish: (value: unknown) => void;
+  fail: (error: unknown) => void;
+} {
+  const started = deferred<{ run: WorkerRun; signal: AbortSignal }>();
+  const outcome = deferred<unknown>();
+  const handler: RunHandler = (run, { signal }) => {
+    started.resolve({ run, signal });
+    signal.addEventListener('abort', () => outcome.reject(signal.reason));
+    return outcome.promise;
+  };
+  return { handler, started: started.promise, finish: outcome.resolve, fail: outcome.reject };
+}
+
+describe('createWorker', () => {
+  let server: FakeTicklerServer;
+  let clock: VirtualClock;
+  let logger: RecordingLogger;
+  let worker: Worker | undefined;
+
+  beforeEach(async () => {
+    server = new FakeTicklerServer();
+    await server.listen();
+    clock = new VirtualClock(startMs);
+    logger = new RecordingLogger();
+    server.heartbeatAnswer = () => ({
+      status: 200,
+      body: { lease_expires_at: new Date(clock.nowMs() + 3_000).toISOString() },
+    });
+  });
+
+  afterEach(async () => {
+    await worker?.stop({ timeoutMs: 0 });
+    worker = undefined;
+    await server.close();
+  });
+
+  function start(handler: RunHandler, extra: { concurrency?: number; leaseS?: number; stopTimeoutMs?: number } = {}): Worker {
+    worker = createWorker({
+      client: new TicklerClient({ baseUrl: server.url, apiKey: 'k-1' }),
+      pool: 'billing',
+      concurrency: extra.concurrency ?? 1,
+      handler,
+      leaseS: extra.leaseS ?? 3,
+      waitS: 20,
+      workerId: 'w-test',
+      logger,
+      clock,
+      random: () => 0.5,
+      ...(extra.stopTimeoutMs === undefined ? {} : { stopTimeoutMs: extra.stopTimeoutMs }),
+    });
+    worker.start();
+    return worker;
+  }
+
+  test('a resolved handler completes succeeded with its return value as result', async () => {
+    const seen: WorkerRun[] = [];
+    start((run) => {
+      seen.push(run);
+      return { rows: 42 };
+    });
+    const completed = server.next('complete');
+    const run = leasedRun(startMs, { payload: { invoice: 7 }, attempt: 2 });
+    server.offer(run);
+    await completed;
+    assert.deepEqual(server.completions, [{
+      runId: run.run_id,
+      body: { fencing_token: run.fencing_token, status: 'succeeded', result: { rows: 42 } },
+    }]);
+    assert.deepEqual(seen, [{
+      run_id: run.run_id, job_id: run.job_id, attempt: 2, scheduled_at: run.scheduled_at,
+      fire_at: run.fire_at, payload: { invoice: 7 },
+    }]);
+    assert.deepEqual(server.leases[0], { pool: 'billing', max: 1, wait_s: 20, worker_id: 'w-test', lease_s: 3 });
+    const lease = server.requests.find((request) => request.path === '/v1/workers/lease');
+    assert.equal(lease?.headers.authorization, 'Bearer k-1');
+  });
+
+  test('a thrown error completes failed with its message; PermanentError completes failed_permanent', async () => {
+    let calls = 0;
+    start(() => {
+      calls += 1;
+      if (calls === 1) throw new Error('disk full');
+      throw new PermanentError('payload names no invoice');
+    });
+    const two = server.next('complete', () => server.completions.length === 2);
+    server.offer(leasedRun(startMs), leasedRun(startMs));
+    await two;
+    assert.deepEqual(server.completions.map(({ body }) => [body.status, body.error, 'result' in body]), [
+      ['failed', 'disk full', false],
+      ['failed_permanent', 'payload names no invoice', false],
+    ]);
+  });
+
+  test('heartbeats every third of the lease, with the fencing token, until the handler ends', async () => {
+    const control = controlledHandler();
+    start(control.handler, { leaseS: 3 });
+    const run = leasedRun(startMs);
+    server.offer(run);
+    await control.started;
+    await clock.advance(999);
+    assert.equal(server.heartbeats.length, 0);
+    await clock.advance(1);
+    assert.equal(server.heartbeats.length, 1);
+    await clock.advance(1_000);
+    await clock.advance(1_000);
+    assert.deepEqual(server.heartbeats, [1, 2, 3].map(() => ({ runId: run.run_id, fencingToken: run.fencing_token })));
+    const completed = server.next('complete');
+    control.finish('ok');
+    await completed;
+    await clock.advance(10_000);
+    assert.equal(server.heartbeats.length, 3, 'no heartbeat after the handler ended');
+    assert.equal(clock.pendingTimerCount(), 0);
+  });
+
+  test('without leaseS the cadence follows lease_expires_at', async () => {
+    const control = controlledHandler();
+    worker = createWorker({ client: new TicklerClient({ baseUrl: server.url }), pool: 'p', concurrency: 1,
+      handler: control.handler, logger, clock });
+    worker.start();
+    server.offer(leasedRun(startMs, {}, 60));
+    await control.started;
+    await clock.advance(19_999);
+    assert.equal(server.heartbeats.length, 0);
+    await clock.advance(1);
+    assert.equal(server.heartbeats.length, 1);
+    control.finish(undefined);
+  });
+
+  test('two consecutive failed heartbeats abort the handler and send no completion', async () => {
+    const control = controlledHandler();
+    start(control.handler, { leaseS: 3 });
+    server.heartbeatAnswer = () => 'destroy';
+    server.offer(leasedRun(startMs));
+    const { signal } = await control.started;
+    await clock.advance(1_000);
+    assert.equal(server.heartbeats.length, 1);
+    assert.equal(signal.aborted, false, 'one failed heartbeat is tolerated');
+    await clock.advance(1_000);
+    assert.equal(signal.aborted, true);
+    assert.ok(signal.reason instanceof LeaseLostError);
+    assert.equal(signal.reason.reason, 'heartbeat_failed');
+    await worker?.stop();
+    assert.equal(server.completions.length, 0);
+    assert.ok(logger.lines.some((line) => line.message.startsWith('lease lost')));
+  });
+
+  test('a good heartbeat between two failures resets the count', async () => {
+    const control = controlledHandler();
+    start(control.handler, { leaseS: 3 });
+    const answers = ['destroy', 'ok', 'destroy'] as const;
+    server.heartbeatAnswer = () => (answers[server.heartbeats.length - 1] === 'destroy'
+      ? 'destroy'
+      : { status: 200, body: { lease_expires_at: new Date(clock.nowMs() + 3_000).toISOString() } });
+    server.offer(leasedRun(startMs));
+    const { signal } = await control.started;
+    await clock.advance(3_000);
+    assert.equal(server.heartbeats.length, 3);
+    assert.equal(signal.aborted, false);
+    const completed = server.next('complete');
+    control.finish(1);
+    await completed;
+  });
+
+  for (const code of ['stale_token', 'cancelled']) {
+    test(`a heartbeat answered 409 ${code} aborts at once and sends no completion`, async () => {
+      const control = controlledHandler();
+      start(control.handler, { leaseS: 3 });
+      server.heartbeatAnswer = () => ({ status: 409, body: { error: { code, message: 'not yours' } } });
+      server.offer(leasedRun(startMs));
+      const { signal } = await control.started;
+      await clock.advance(1_000);
+      assert.equal(signal.aborted, true);
+      assert.equal((signal.reason as LeaseLostError).reason, code);
+      await clock.advance(5_000);
+      assert.equal(server.heartbeats.length, 1, 'no heartbeat after the lease is lost');
+      await worker?.stop();
+      assert.equal(server.completions.length, 0);
+    });
+  }
+
+  test('a completion answered 409 is logged, not retried', async () => {
+    server.completeAnswer = () => ({ status: 409, body: { error: { code: 'stale_token', message: 'late' } } });
+    start(() => 'done');
+    const completed = server.next('complete');
+    server.offer(leasedRun(startMs));
+    await completed;
+    await worker?.stop();
+    assert.equal(server.completions.length, 1);
+    assert.ok(logger.lines.some((line) => line.level === 'warn' && line.message.startsWith('completion not accepted')));
+  });
+
+  test('a completion that gets no answer is retried', async () => {
+    let answered = 0;
+    server.completeAnswer = () => (answered++ === 0 ? 'destroy' : { status: 200, body: {} });
+    start(() => 'done');
+    const retrying = logger.next('completion failed; retrying');
+    server.offer(leasedRun(startMs));
+    await retrying;
+    const second = server.next('complete');
+    await clock.advance(1_000);
+    await second;
+    assert.equal(server.completions.length, 2);
+  });
+
+  test('stop() stops leasing and waits for in-flight handlers to finish', async () => {
+    const control = controlledHandler();
+    start(control.handler);
+    server.offer(leasedRun(startMs));
+    await control.started;
+    let stopped = false;
+    const stopping = worker!.stop().then(() => {
+      stopped = true;
+    });
+    await clock.advance(0);
+    assert.equal(stopped, false, 'stop waits for the handler');
+    const leasesAtStop = server.leases.length;
+    control.finish('late but fine');
+    await stopping;
+    assert.equal(server.completions.length, 1, 'the handler completed before stop resolved');
+    assert.equal(server.completions[0]?.body.status, 'succeeded');
+    assert.equal(server.leases.length, leasesAtStop, 'no lease after stop');
+  });
+
+  test('stop() with a timeout aborts handlers that outlive it, and reports them failed', async () => {
+    const control = controlledHandler();
+    start(control.handler, { stopTimeoutMs: 5_000 });
+    server.offer(leasedRun(startMs));
+    const { signal } = await control.started;
+    const stopping = worker!.stop();
+    await clock.advance(4_999);
+    assert.equal(signal.aborted, false);
+    await clock.advance(1);
+    assert.equal(signal.aborted, true);
+    assert.equal((signal.reason as LeaseLostError).reason, 'stopping');
+    await stopping;
+    assert.equal(server.completions[0]?.body.status, 'failed');
+  });
+
+  test('run() resolves once stop() has drained', async () => {
+    worker = createWorker({ baseUrl: server.url, pool: 'p', concurrency: 1, handler: () => 1, logger, clock });
+    const leased = server.next('lease');
+    const running = worker.run();
+    await leased;
+    await worker.stop();
+    await running;
+  });
+
+  test('leases only as many runs as there are free slots, one long-poll at a time', async () => {
+    const first = controlledHandler();
+    const second = controlledHandler();
+    const handlers = [first, second];
+    let calls = 0;
+    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 2 });
+    await server.next('lease');
+    assert.equal(server.leases[0]?.max, 2);
+    const secondLease = server.next('lease');
+    server.offer(leasedRun(startMs));
+    await first.started;
+    await secondLease;
+    assert.equal(server.leases[1]?.max, 1);
+    server.offer(leasedRun(startMs));
+    await second.started;
+    await clock.advance(0);
+    assert.equal(server.leases.length, 2, 'no lease while every slot is busy');
+    const thirdLease = server.next('lease');
+    first.finish('a');
+    await thirdLease;
+    assert.equal(server.leases[2]?.max, 1);
+    second.finish('b');
+  });
+
+  test('a failing lease request backs off on the clock, then resumes', async () => {
+    server.leaseAnswers.push({ status: 503, body: { error: { code: 'unavailable', message: 'store down' } } });
+    start(() => 'x');
+    await server.next('lease');
+    await clock.advance(0);
+    assert.equal(server.leases.length, 1, 'no immediate re-issue after an error');
+    const retried = server.next('lease');
+    await clock.advance(leaseErrorBackoffMs(1, () => 0.5));
+    await retried;
+    assert.equal(server.leases.length, 2);
+  });
+});
+
+describe('leaseErrorBackoffMs', () => {
+  test('doubles from 100 ms to a 10 s cap, jittered ×0.5–1.5, and honours Retry-After', () => {
+    assert.equal(leaseErrorBackoffMs(1, () => 0.5), 100);
+    assert.equal(leaseErrorBackoffMs(3, () => 0.5), 400);
+    assert.equal(leaseErrorBackoffMs(30, () => 0.5), 10_000);
+    assert.equal(leaseErrorBackoffMs(1, () => 0), 50);
+    assert.equal(leaseErrorBackoffMs(1, () => 0.999_999) < 150, true);
+    assert.equal(leaseErrorBackoffMs(1, () => 0.5, 2), 2_000);
+  });
+});
