@@ -88,7 +88,11 @@ function dayOfWeekMatches(expression: CronExpression, date: CivilDate, weekday: 
   return rule.nthOfMonth.some((entry) => entry.dayOfWeek === weekday && entry.nth === nth);
 }
 
-/** Month and day fields, with Vixie's rule: both day fields restricted means either matches. */
+/**
+ * Month and day fields, with Vixie's rule: when both day fields are restricted either one
+ * matching is enough; when one starts with `*` both must match (so a stepped star such as `*\/2` in day-of-month
+ * with `1` in day-of-week means odd-numbered Mondays, as in Vixie cron).
+ */
 export function dayMatches(expression: CronExpression, days: number): boolean {
   const date = civilFromDays(days);
   if (expression.months[date.month] !== true) return false;
@@ -96,9 +100,7 @@ export function dayMatches(expression: CronExpression, days: number): boolean {
   if (expression.dayOfMonthRestricted && expression.dayOfWeekRestricted) {
     return dayOfMonthMatches(expression, date) || dayOfWeekMatches(expression, date, weekday);
   }
-  if (expression.dayOfMonthRestricted) return dayOfMonthMatches(expression, date);
-  if (expression.dayOfWeekRestricted) return dayOfWeekMatches(expression, date, weekday);
-  return true;
+  return dayOfMonthMatches(expression, date) && dayOfWeekMatches(expression, date, weekday);
 }
 
 /** The first matching day in [fromDays, untilDays), skipping whole months the month field excludes; −1 if none. */
