@@ -1,0 +1,182 @@
+/**
+ * Connections to PostgreSQL: the pool, the mapping of connection-level failures to
+ * `TicklerError('unavailable')` (the API answers 503, not a hang and not a 500), and the
+ * one transaction helper every multi-statement operation goes through. Notifications a
+ * transaction wants to send are collected on its `Transaction` and sent with `pg_notify`
+ * just before COMMIT, so PostgreSQL delivers them only if the transaction commits.
+ */
+import { userInfo } from 'node:os';
+import pg from 'pg';
+import type { Logger } from '../../obs/log.js';
+import { TicklerError, isTicklerError } from '../../errors.js';
+import type { LoadedTimer } from '../store.js';
+
+/** A connection attempt gives up after this long; an outage must answer fast (issue 4 item 5). */
+export const connectTimeoutMs = 2_000;
+/** No statement of the store should run this long; one that does is treated as an outage. */
+export const statementTimeoutMs = 15_000;
+/** A session idle inside a transaction this long is killed by the server (a crashed node). */
+export const idleInTransactionTimeoutMs = 30_000;
+export const poolSizeDefault = 10;
+
+const int8Oid = 20;
+const numericOid = 1700;
+
+/**
+ * Epoch milliseconds and counters are bigint columns; they stay below 2^53, so they are
+ * parsed as numbers. Tokens are bigint too but are always selected as `::text`.
+ */
+const typeParsers = {
+  getTypeParser(oid: number, format?: 'text' | 'binary'): (value: string) => unknown {
+    if (oid === int8Oid || oid === numericOid) return (value: string) => Number(value);
+    return pg.types.getTypeParser(oid, format ?? 'text') as (value: string) => unknown;
+  },
+};
+
+export interface PoolOptions {
+  url: string;
+  schema: string;
+  poolSize: number;
+  logger: Logger;
+}
+
+export function quoteIdentifier(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+/**
+ * libpq connects as the operating-system user when the URL names none; node-postgres only
+ * looks at $PGUSER and $USER, which a service manager may leave unset. Do as libpq does.
+ */
+export function withDefaultUser(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch (error) {
+    throw new TicklerError('invalid_request', 'the PostgreSQL store URL is not a URL', { cause: error });
+  }
+  if (parsed.username !== '' || process.env['PGUSER'] || process.env['USER']) return url;
+  parsed.username = encodeURIComponent(userInfo().username);
+  return parsed.toString();
+}
+
+export function connectionConfig(url: string, schema: string): pg.ClientConfig {
+  return {
+    connectionString: withDefaultUser(url),
+    connectionTimeoutMillis: connectTimeoutMs,
+    statement_timeout: statementTimeoutMs,
+    idle_in_transaction_session_timeout: idleInTransactionTimeoutMs,
+    keepAlive: true,
+    options: `-c search_path=${quoteIdentifier(schema)}`,
+    types: typeParsers,
+  };
+}
+
+export function createPool(options: PoolOptions): pg.Pool {
+  const pool = new pg.Pool({ ...connectionConfig(options.url, options.schema), max: options.poolSize });
+  // An idle client whose server went away emits 'error' on the pool; unhandled, it would
+  // crash the process. The pool discards that client and the next query reconnects.
+  pool.on('error', (error) => {
+    options.logger.warn({ err: error }, 'postgres: idle pool client failed; it will be replaced');
+  });
+  return pool;
+}
+
+/** SQLSTATE classes and codes that mean "the database is not there right now". */
+const unavailableSqlStates = new Set(['57P01', '57P02', '57P03', '53300', '57014', '55P03']);
+const unavailableNodeCodes = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',
+]);
+const unavailableMessages = [
+  'timeout exceeded when trying to connect',
+  'Connection terminated',
+  'connection error',
+  'not queryable',
+  'Cannot use a pool after calling end',
+];
+
+export function isUnavailableError(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string') {
+    if (code.startsWith('08') || unavailableSqlStates.has(code) || unavailableNodeCodes.has(code)) return true;
+  }
+  return unavailableMessages.some((text) => error.message.includes(text));
+}
+
+/** Rethrows connection-level failures as `unavailable`; anything else is a bug and stays as is. */
+export function mapStoreError(error: unknown, operation: string): never {
+  if (isTicklerError(error)) throw error;
+  if (isUnavailableError(error)) {
+    throw new TicklerError('unavailable', `the PostgreSQL store is unreachable (${operation})`, { cause: error });
+  }
+  throw error;
+}
+
+export type Queryable = Pick<pg.PoolClient, 'query'>;
+
+/** Side effects a transaction sends when, and only when, it commits. */
+export class Transaction {
+  readonly readyPools = new Set<string>();
+  readonly nearTimers: LoadedTimer[] = [];
+
+  constructor(readonly client: pg.PoolClient) {}
+
+  query<Row extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<Row>> {
+    return this.client.query<Row>(text, values);
+  }
+}
+
+export interface CommitHooks {
+  /** Runs inside the transaction just before COMMIT: the NOTIFY statements. */
+  beforeCommit(transaction: Transaction): Promise<void>;
+  /** Runs after COMMIT: local listeners. */
+  afterCommit(transaction: Transaction): void;
+}
+
+export async function withTransaction<T>(pool: pg.Pool, hooks: CommitHooks, operation: string,
+  body: (transaction: Transaction) => Promise<T>): Promise<T> {
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (error) {
+    mapStoreError(error, operation);
+  }
+  const transaction = new Transaction(client);
+  let broken: unknown;
+  try {
+    await client.query('BEGIN');
+    const value = await body(transaction);
+    await hooks.beforeCommit(transaction);
+    await client.query('COMMIT');
+    hooks.afterCommit(transaction);
+    return value;
+  } catch (error) {
+    broken = error;
+    await rollbackQuietly(client, error);
+    return mapStoreError(error, operation);
+  } finally {
+    // A client whose connection failed must not go back to the pool.
+    client.release(broken !== undefined && isUnavailableError(broken) ? (broken as Error) : undefined);
+  }
+}
+
+async function rollbackQuietly(client: pg.PoolClient, original: unknown): Promise<void> {
+  try {
+    await client.query('ROLLBACK');
+  } catch (rollbackError) {
+    // The original error is the one worth reporting; a failed rollback means the connection
+    // is gone, and the server rolls the transaction back itself.
+    if (!isUnavailableError(rollbackError) && !isUnavailableError(original)) throw rollbackError;
+  }
+}
+
+/** One statement on any pooled connection, with errors mapped. */
+export async function queryPool<Row extends pg.QueryResultRow>(pool: pg.Pool, operation: string, text: string,
+  values?: unknown[]): Promise<pg.QueryResult<Row>> {
+  try {
+    return await pool.query<Row>(text, values);
+  } catch (error) {
+    mapStoreError(error, operation);
+  }
+}

@@ -1,0 +1,30 @@
+/**
+ * What every query module of the PostgreSQL store needs: the pool, the commit hooks that
+ * send notifications, and the store's configuration. Kept apart so the modules do not
+ * depend on the store class.
+ */
+import type pg from 'pg';
+import type { Logger } from '../../obs/log.js';
+import { queryPool, withTransaction, type CommitHooks, type Transaction } from './connection.js';
+
+export interface StoreContext {
+  pool: pg.Pool;
+  hooks: CommitHooks;
+  /** Timers due before `now + nearHorizonMs` are announced through onNearTimers. */
+  nearHorizonMs: number;
+  /** Uniform [0, 1) draws for retry jitter; injectable so tests can pin it. */
+  random: () => number;
+  /** Shard-lease expiry judged by PostgreSQL's clock rather than the caller's `nowMs`. */
+  useDatabaseClock: boolean;
+  logger: Logger;
+}
+
+export function transaction<T>(context: StoreContext, operation: string,
+  body: (transaction: Transaction) => Promise<T>): Promise<T> {
+  return withTransaction(context.pool, context.hooks, operation, body);
+}
+
+export function query<Row extends pg.QueryResultRow>(context: StoreContext, operation: string, text: string,
+  values?: unknown[]): Promise<pg.QueryResult<Row>> {
+  return queryPool<Row>(context.pool, operation, text, values);
+}

@@ -1,0 +1,260 @@
+/**
+ * The sink (DESIGN.md flow 5): one transaction per call, whatever the number of timers.
+ *
+ * 1. The shard rows are locked FOR SHARE: an acquire that grants a newer token waits for
+ *    this transaction, and this transaction sees any newer token that committed first. An
+ *    item whose token is below the shard's current one writes nothing (invariant 2).
+ * 2. The jobs are locked FOR UPDATE in job_id order (so concurrent dispatches cannot
+ *    deadlock). A timer is still pending only if its job still names it (`jobs.timer_id`);
+ *    a cancelled, paused or patched job no longer does (invariant 7).
+ * 3. Each occurrence becomes a run (`ON CONFLICT (run_id) DO NOTHING`, invariant 1), after
+ *    the job's overlap policy; the timer is deleted and the next one written in the same
+ *    transaction (invariant 3); every new status appends a run event (invariant 6).
+ *
+ * Planning happens in memory between the reads and the writes, so the writes are a fixed
+ * handful of batched statements.
+ */
+import { decideOverlap, type ActiveRun } from '../../domain/overlap.js';
+import { runIdOf } from '../../domain/identity.js';
+import type { JobSpec, JobState, RunStatus } from '../../domain/types.js';
+import type { DispatchItem, DispatchResult, OccurrenceWrite } from '../store.js';
+import type { Transaction } from './connection.js';
+import { transaction, type StoreContext } from './context.js';
+import {
+  appendEvents, deleteTimers, insertRuns, insertTimers, newTimerId, type NewRun, type NewRunEvent, type NewTimer,
+} from './writes.js';
+
+interface LockedJob {
+  jobId: string;
+  team: string;
+  state: JobState;
+  spec: JobSpec;
+  shard: number;
+  version: number;
+  timerId: string | null;
+  nextFireAtMs: number | null;
+  nextScheduledAtMs: number | null;
+  changed: boolean;
+}
+
+type RunOutcome = { runId: string; status: RunStatus; inserted: boolean };
+
+/** Everything one dispatch call will write, built in memory from what it read. */
+class DispatchPlan {
+  readonly newRuns = new Map<string, { run: NewRun; outcome: RunOutcome }>();
+  readonly cancelRunIds = new Set<string>();
+  readonly events: NewRunEvent[] = [];
+  readonly consumedTimers: { timerId: string; fireAtMs: number }[] = [];
+  readonly nextTimers: NewTimer[] = [];
+  readonly readyPools = new Set<string>();
+
+  constructor(readonly nowMs: number, readonly existingStatus: Map<string, RunStatus>,
+    readonly activeByJob: Map<string, ActiveRun[]>) {}
+}
+
+export function dispatch(context: StoreContext, items: readonly DispatchItem[], nowMs: number): Promise<DispatchResult[]> {
+  if (items.length === 0) return Promise.resolve([]);
+  return transaction(context, 'dispatch', async (tx) => {
+    const currentTokens = await lockShardTokens(tx, items.map((item) => item.shard));
+    const fenced = items.map((item) => !isStale(item.shardToken, currentTokens.get(item.shard)));
+    const jobIds = [...new Set(items.filter((_, index) => fenced[index]).map((item) => item.jobId))];
+    const jobs = await lockJobs(tx, jobIds);
+    const runIds = items.flatMap((item, index) =>
+      (fenced[index] ? item.occurrences.map((occurrence) => runIdOf(item.jobId, occurrence.scheduledAtMs)) : []));
+    const { existingStatus, activeByJob } = await readRuns(tx, runIds, jobIds);
+    const plan = new DispatchPlan(nowMs, existingStatus, activeByJob);
+    const results = items.map((item, index): DispatchResult => {
+      if (!fenced[index]) return { kind: 'stale_token', timerId: item.timerId };
+      const job = jobs.get(item.jobId);
+      if (job === undefined || job.timerId !== item.timerId || job.state !== 'active' || job.nextFireAtMs === null) {
+        return { kind: 'timer_gone', timerId: item.timerId };
+      }
+      return planItem(plan, job, item);
+    });
+    await writePlan(tx, plan, [...jobs.values()].filter((job) => job.changed));
+    for (const pool of plan.readyPools) tx.readyPools.add(pool);
+    return results;
+  });
+}
+
+/** A token below the highest granted for its shard; a shard never leased fences nothing. */
+function isStale(token: string, currentToken: string | undefined): boolean {
+  if (currentToken === undefined) return false;
+  let held: bigint;
+  try {
+    held = BigInt(token);
+  } catch {
+    return true; // not a token this store issued
+  }
+  return held < BigInt(currentToken);
+}
+
+async function lockShardTokens(tx: Transaction, shards: number[]): Promise<Map<number, string>> {
+  const result = await tx.query<{ shard: number; token: string }>(
+    `SELECT shard, token::text AS token FROM shard_leases WHERE shard = ANY($1::int[]) ORDER BY shard FOR SHARE`,
+    [[...new Set(shards)]]);
+  return new Map(result.rows.map((row) => [row.shard, row.token]));
+}
+
+async function lockJobs(tx: Transaction, jobIds: string[]): Promise<Map<string, LockedJob>> {
+  if (jobIds.length === 0) return new Map();
+  const result = await tx.query<{
+    job_id: string; team: string; state: JobState; spec: JobSpec; shard: number; version: number;
+    timer_id: string | null; next_fire_at: number | null; next_scheduled_at: number | null;
+  }>(
+    `SELECT job_id, team, state, spec, shard, version, timer_id, next_fire_at, next_scheduled_at
+       FROM jobs WHERE job_id = ANY($1::text[]) ORDER BY job_id FOR UPDATE`, [jobIds]);
+  return new Map(result.rows.map((row) => [row.job_id, {
+    jobId: row.job_id, team: row.team, state: row.state, spec: row.spec, shard: row.shard, version: row.version,
+    timerId: row.timer_id, nextFireAtMs: row.next_fire_at, nextScheduledAtMs: row.next_scheduled_at, changed: false,
+  }]));
+}
+
+/**
+ * Runs that already exist (a duplicate dispatch answers them, inserted: false) and each
+ * job's active runs for its overlap policy. Active runs are read, not locked: a completion
+ * racing this transaction either committed first (and is seen) or finds the held run this
+ * transaction writes when it releases (it locks the job row first, see runs.ts).
+ */
+async function readRuns(tx: Transaction, runIds: string[], jobIds: string[]): Promise<{
+  existingStatus: Map<string, RunStatus>; activeByJob: Map<string, ActiveRun[]>;
+}> {
+  const existingStatus = new Map<string, RunStatus>();
+  const activeByJob = new Map<string, ActiveRun[]>();
+  if (jobIds.length === 0) return { existingStatus, activeByJob };
+  const result = await tx.query<{ run_id: string; job_id: string; status: RunStatus; held: boolean }>(
+    `SELECT run_id, job_id, status, held FROM runs WHERE run_id = ANY($1::text[])
+     UNION
+     SELECT run_id, job_id, status, held FROM runs
+      WHERE job_id = ANY($2::text[]) AND status IN ('ready', 'running', 'retry_wait')`, [runIds, jobIds]);
+  const wanted = new Set(runIds);
+  for (const row of result.rows) {
+    if (wanted.has(row.run_id)) existingStatus.set(row.run_id, row.status);
+    if (row.status === 'ready' || row.status === 'running' || row.status === 'retry_wait') {
+      const list = activeByJob.get(row.job_id) ?? [];
+      list.push({ runId: row.run_id, status: row.status, held: row.held });
+      activeByJob.set(row.job_id, list);
+    }
+  }
+  return { existingStatus, activeByJob };
+}
+
+function planItem(plan: DispatchPlan, job: LockedJob, item: DispatchItem): DispatchResult {
+  const runs: RunOutcome[] = [];
+  for (const occurrence of item.occurrences) runs.push(planOccurrence(plan, job, occurrence));
+  if (item.summary !== undefined && runs.length > 0) {
+    plan.events.push({
+      runId: runs[runs.length - 1]!.runId, atMs: plan.nowMs, type: 'catch_up_summary', fromStatus: null, toStatus: null,
+      detail: { ...item.summary },
+    });
+  }
+  plan.consumedTimers.push({ timerId: job.timerId!, fireAtMs: job.nextFireAtMs! });
+  job.changed = true;
+  let nextTimerId: string | null = null;
+  if (item.nextTimer === null) {
+    job.state = 'done';
+    job.version += 1;
+    job.timerId = null;
+    job.nextFireAtMs = null;
+    job.nextScheduledAtMs = null;
+  } else {
+    const timer: NewTimer = { timerId: newTimerId(), jobId: job.jobId, shard: job.shard, ...item.nextTimer };
+    plan.nextTimers.push(timer);
+    nextTimerId = timer.timerId;
+    job.timerId = timer.timerId;
+    job.nextFireAtMs = timer.fireAtMs;
+    job.nextScheduledAtMs = timer.scheduledAtMs;
+  }
+  return { kind: 'dispatched', timerId: item.timerId, runs, pool: job.spec.pool, nextTimerId };
+}
+
+function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: OccurrenceWrite): RunOutcome {
+  const runId = runIdOf(job.jobId, occurrence.scheduledAtMs);
+  const known = plan.existingStatus.get(runId) ?? plan.newRuns.get(runId)?.outcome.status;
+  if (known !== undefined) return { runId, status: known, inserted: false };
+  const active = plan.activeByJob.get(job.jobId) ?? [];
+  plan.activeByJob.set(job.jobId, active);
+  let status: RunStatus = occurrence.status;
+  let held = false;
+  let lastError = occurrence.reason ?? null;
+  if (occurrence.status === 'ready') {
+    const decision = decideOverlap(job.spec.overlap, active);
+    if (decision.action === 'skip') {
+      status = 'skipped_overlap';
+      lastError = 'skipped: an earlier run of this job is still active (overlap policy)';
+    } else {
+      if (decision.action === 'replace') cancelRuns(plan, decision.cancelRunIds, active);
+      held = decision.action === 'hold';
+      active.push({ runId, status: 'ready', held });
+      if (!held) plan.readyPools.add(job.spec.pool);
+    }
+  }
+  const final = status !== 'ready';
+  const outcome: RunOutcome = { runId, status, inserted: true };
+  plan.newRuns.set(runId, {
+    outcome,
+    run: {
+      runId, jobId: job.jobId, team: job.team, pool: job.spec.pool, lane: job.spec.lane,
+      scheduledAtMs: occurrence.scheduledAtMs, fireAtMs: occurrence.fireAtMs, dispatchedAtMs: plan.nowMs, status,
+      lastError, readyAtMs: final ? null : plan.nowMs, finishedAtMs: final ? plan.nowMs : null,
+      jobLeaseMs: job.spec.lease_s * 1000, held,
+    },
+  });
+  plan.events.push({
+    runId, atMs: plan.nowMs, type: final ? 'skipped' : 'dispatched', fromStatus: null, toStatus: status,
+    detail: held ? { held: true } : final && lastError !== null ? { reason: lastError } : null,
+  });
+  return outcome;
+}
+
+/** `replace`: earlier active runs are cancelled; their fencing tokens stop working. */
+function cancelRuns(plan: DispatchPlan, runIds: readonly string[], active: ActiveRun[]): void {
+  for (const runId of runIds) {
+    const index = active.findIndex((run) => run.runId === runId);
+    const fromStatus = index >= 0 ? active[index]!.status : 'ready';
+    if (index >= 0) active.splice(index, 1);
+    const planned = plan.newRuns.get(runId);
+    if (planned !== undefined) {
+      planned.run.status = 'cancelled';
+      planned.run.finishedAtMs = plan.nowMs;
+      planned.run.readyAtMs = null;
+      planned.outcome.status = 'cancelled';
+    } else {
+      plan.cancelRunIds.add(runId);
+    }
+    plan.events.push({
+      runId, atMs: plan.nowMs, type: 'cancelled', fromStatus, toStatus: 'cancelled',
+      detail: { reason: 'replaced by a newer occurrence (overlap: replace)' },
+    });
+  }
+}
+
+async function writePlan(tx: Transaction, plan: DispatchPlan, changedJobs: LockedJob[]): Promise<void> {
+  if (plan.cancelRunIds.size > 0) {
+    await tx.query(
+      `UPDATE runs SET status = 'cancelled', finished_at = $2, ready_at = NULL, lease_expires_at = NULL
+        WHERE run_id = ANY($1::text[]) AND status IN ('ready', 'running', 'retry_wait')`,
+      [[...plan.cancelRunIds], plan.nowMs]);
+  }
+  await insertRuns(tx, [...plan.newRuns.values()].map((entry) => entry.run));
+  await appendEvents(tx, plan.events);
+  await deleteTimers(tx, plan.consumedTimers);
+  await insertTimers(tx, plan.nextTimers);
+  if (changedJobs.length === 0) return;
+  await tx.query(
+    `UPDATE jobs j SET timer_id = u.timer_id, next_fire_at = u.next_fire_at, next_scheduled_at = u.next_scheduled_at,
+                       updated_at = CASE WHEN j.state <> u.state THEN $7 ELSE j.updated_at END,
+                       state = u.state, version = u.version
+       FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::int[])
+            AS u(job_id, timer_id, next_fire_at, next_scheduled_at, state, version)
+      WHERE j.job_id = u.job_id`,
+    [
+      changedJobs.map((job) => job.jobId),
+      changedJobs.map((job) => job.timerId),
+      changedJobs.map((job) => job.nextFireAtMs),
+      changedJobs.map((job) => job.nextScheduledAtMs),
+      changedJobs.map((job) => job.state),
+      changedJobs.map((job) => job.version),
+      plan.nowMs,
+    ]);
+}

@@ -1,0 +1,70 @@
+/**
+ * The run ledger (invariant 6): one run with its events in order, runs listed newest first
+ * by scheduled time with keyset cursors, and replay of a dead run under the same run id.
+ */
+import type { Page, RunRecord } from '../../domain/types.js';
+import type { ReplayOutcome, RunListFilter, RunWithEvents, TeamScope } from '../store.js';
+import { query, transaction, type StoreContext } from './context.js';
+import {
+  decodeCursor, encodeCursor, runColumns, runEventFromRow, runFromRow, type RunEventRow, type RunRow,
+} from './rows.js';
+import { appendEvents } from './writes.js';
+
+export async function getRun(context: StoreContext, team: TeamScope, runId: string): Promise<RunWithEvents | null> {
+  const result = await query<RunRow>(context, 'getRun',
+    `SELECT ${runColumns} FROM runs r WHERE r.run_id = $1 AND ($2::text IS NULL OR r.team = $2)`, [runId, team]);
+  const row = result.rows[0];
+  if (row === undefined) return null;
+  // Sequence numbers are the events' order within the run, counted from 1.
+  const events = await query<RunEventRow>(context, 'getRun',
+    `SELECT run_id, (row_number() OVER (ORDER BY event_id))::int AS sequence, at_ms, type, from_status, to_status, detail
+       FROM run_events WHERE run_id = $1 ORDER BY event_id`, [runId]);
+  return { ...runFromRow(row), events: events.rows.map(runEventFromRow) };
+}
+
+export async function listRuns(context: StoreContext, filter: RunListFilter): Promise<Page<RunRecord>> {
+  const conditions: string[] = [];
+  const values: unknown[] = [];
+  const bind = (value: unknown): string => {
+    values.push(value);
+    return `$${values.length}`;
+  };
+  if (filter.team !== null) conditions.push(`r.team = ${bind(filter.team)}`);
+  if (filter.jobId !== undefined) conditions.push(`r.job_id = ${bind(filter.jobId)}`);
+  if (filter.pool !== undefined) conditions.push(`r.pool = ${bind(filter.pool)}`);
+  if (filter.status !== undefined) conditions.push(`r.status = ${bind(filter.status)}`);
+  if (filter.sinceMs !== undefined) conditions.push(`r.scheduled_at >= ${bind(filter.sinceMs)}`);
+  if (filter.untilMs !== undefined) conditions.push(`r.scheduled_at < ${bind(filter.untilMs)}`);
+  if (filter.cursor !== undefined) {
+    const cursor = decodeCursor(filter.cursor);
+    conditions.push(`(r.scheduled_at, r.run_id) < (${bind(cursor.timeMs)}, ${bind(cursor.id)})`);
+  }
+  const where = conditions.length === 0 ? '' : `WHERE ${conditions.join(' AND ')}`;
+  const result = await query<RunRow>(context, 'listRuns',
+    `SELECT ${runColumns} FROM runs r ${where} ORDER BY r.scheduled_at DESC, r.run_id DESC LIMIT ${bind(filter.limit + 1)}`,
+    values);
+  const items = result.rows.slice(0, filter.limit).map(runFromRow);
+  const last = items[items.length - 1];
+  const nextCursor = result.rows.length > filter.limit && last !== undefined
+    ? encodeCursor(last.scheduledAtMs, last.runId) : null;
+  return { items, nextCursor };
+}
+
+/** A dead run back to ready, same run id; its attempt number keeps counting, its retry budget starts afresh. */
+export function replayRun(context: StoreContext, team: TeamScope, runId: string, nowMs: number): Promise<ReplayOutcome> {
+  return transaction(context, 'replayRun', async (tx) => {
+    const locked = await tx.query<RunRow>(
+      `SELECT ${runColumns} FROM runs r WHERE r.run_id = $1 AND ($2::text IS NULL OR r.team = $2) FOR UPDATE`,
+      [runId, team]);
+    const row = locked.rows[0];
+    if (row === undefined) return { kind: 'not_found' };
+    if (row.status !== 'dead') return { kind: 'invalid_state', run: runFromRow(row) };
+    const updated = await tx.query<RunRow>(
+      `UPDATE runs r SET status = 'ready', ready_at = $2, finished_at = NULL, lease_expires_at = NULL,
+                         attempt_base = r.attempt, held = false
+        WHERE r.run_id = $1 RETURNING ${runColumns}`, [runId, nowMs]);
+    await appendEvents(tx, [{ runId, atMs: nowMs, type: 'replayed', fromStatus: 'dead', toStatus: 'ready' }]);
+    tx.readyPools.add(row.pool);
+    return { kind: 'replayed', run: runFromRow(updated.rows[0]!) };
+  });
+}

@@ -1,0 +1,1 @@
+export { openPostgresStore, PostgresStore, type PostgresStoreOptions } from './postgres-store.js';

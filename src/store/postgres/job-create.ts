@@ -1,0 +1,125 @@
+/**
+ * Creating jobs: the body of one group-commit transaction (see group-commit.ts). Many
+ * callers' items arrive together and are written with one multi-row insert per table.
+ * `key` idempotency: an item whose (team, key) already exists, in the database or earlier
+ * in the same batch, answers `existing` when its request hash matches and `key_conflict`
+ * otherwise; `ON CONFLICT DO NOTHING` makes concurrent transactions on the same key wait for
+ * each other instead of failing.
+ */
+import assert from 'node:assert/strict';
+import type { JobRecord } from '../../domain/types.js';
+import type { CreateJobInput, CreateJobOutcome } from '../store.js';
+import type { Transaction } from './connection.js';
+import { jobColumns, jobFromRow, jsonParam, type JobRow } from './rows.js';
+import { collectNearTimer, insertTimers, newTimerId, type NewTimer } from './writes.js';
+
+export interface CreateItem {
+  input: CreateJobInput;
+  nowMs: number;
+}
+
+interface Prepared {
+  job: JobRecord;
+  timer: NewTimer | null;
+  nowMs: number;
+}
+
+function keyOf(job: JobRecord): string | null {
+  return job.spec.key === null ? null : `${job.team}\u0000${job.spec.key}`;
+}
+
+function prepare(item: CreateItem): Prepared {
+  const { job, timer } = item.input;
+  const written: NewTimer | null = timer === null ? null : {
+    timerId: newTimerId(), jobId: job.jobId, shard: job.shard, fireAtMs: timer.fireAtMs, scheduledAtMs: timer.scheduledAtMs,
+  };
+  return {
+    job: { ...job, nextFireAtMs: timer?.fireAtMs ?? null, nextScheduledAtMs: timer?.scheduledAtMs ?? null },
+    timer: written,
+    nowMs: item.nowMs,
+  };
+}
+
+export async function createJobsWithin(transaction: Transaction, items: readonly CreateItem[],
+  nearHorizonMs: number): Promise<CreateJobOutcome[]> {
+  const prepared = items.map(prepare);
+  // The first item per (team, key) is inserted; later ones in the batch are answered from it.
+  const firstIndexByKey = new Map<string, number>();
+  const candidates: Prepared[] = [];
+  prepared.forEach((item, index) => {
+    const key = keyOf(item.job);
+    if (key !== null) {
+      if (firstIndexByKey.has(key)) return;
+      firstIndexByKey.set(key, index);
+    }
+    candidates.push(item);
+  });
+  const insertedIds = await insertJobRows(transaction, candidates);
+  const existingByKey = await loadExistingByKey(transaction,
+    candidates.filter((item) => !insertedIds.has(item.job.jobId)).map((item) => item.job));
+
+  const created = candidates.filter((item) => insertedIds.has(item.job.jobId));
+  await insertTimers(transaction, created.flatMap((item) => (item.timer === null ? [] : [item.timer])));
+  for (const item of created) {
+    if (item.timer !== null) {
+      collectNearTimer(transaction, item.timer, item.job.version, item.job.spec, item.nowMs, nearHorizonMs);
+    }
+  }
+
+  return prepared.map((item, index): CreateJobOutcome => {
+    const key = keyOf(item.job);
+    const firstIndex = key === null ? index : firstIndexByKey.get(key)!;
+    if (firstIndex === index && insertedIds.has(item.job.jobId)) return { kind: 'created', job: item.job };
+    assert.ok(key !== null, `job id ${item.job.jobId} collided with an existing job`);
+    const first = prepared[firstIndex]!;
+    const holder = insertedIds.has(first.job.jobId) ? first.job : existingByKey.get(key);
+    assert.ok(holder !== undefined, `key ${key} was neither inserted nor found`);
+    return holder.requestHash === item.job.requestHash
+      ? { kind: 'existing', job: holder }
+      : { kind: 'key_conflict', job: holder };
+  });
+}
+
+async function insertJobRows(transaction: Transaction, items: readonly Prepared[]): Promise<Set<string>> {
+  if (items.length === 0) return new Set();
+  const jobs = items.map((item) => item.job);
+  const result = await transaction.query<{ job_id: string }>(
+    `INSERT INTO jobs (job_id, team, key, state, pool, spec, request_hash, shard, version, timer_id,
+                       next_fire_at, next_scheduled_at, created_at, updated_at)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::text[],
+                          $8::int[], $9::int[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[])
+     ON CONFLICT DO NOTHING
+     RETURNING job_id`,
+    [
+      jobs.map((job) => job.jobId),
+      jobs.map((job) => job.team),
+      jobs.map((job) => job.spec.key),
+      jobs.map((job) => job.state),
+      jobs.map((job) => job.spec.pool),
+      jobs.map((job) => jsonParam(job.spec)),
+      jobs.map((job) => job.requestHash),
+      jobs.map((job) => job.shard),
+      jobs.map((job) => job.version),
+      items.map((item) => item.timer?.timerId ?? null),
+      jobs.map((job) => job.nextFireAtMs),
+      jobs.map((job) => job.nextScheduledAtMs),
+      jobs.map((job) => job.createdAtMs),
+      jobs.map((job) => job.updatedAtMs),
+    ]);
+  return new Set(result.rows.map((row) => row.job_id));
+}
+
+async function loadExistingByKey(transaction: Transaction, jobs: readonly JobRecord[]): Promise<Map<string, JobRecord>> {
+  const keyed = jobs.filter((job) => job.spec.key !== null);
+  if (keyed.length === 0) return new Map();
+  const result = await transaction.query<JobRow>(
+    `SELECT ${jobColumns} FROM jobs
+      WHERE (team, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+    [keyed.map((job) => job.team), keyed.map((job) => job.spec.key)]);
+  const byKey = new Map<string, JobRecord>();
+  for (const row of result.rows) {
+    const job = jobFromRow(row);
+    byKey.set(keyOf(job)!, job);
+  }
+  return byKey;
+}

@@ -1,0 +1,162 @@
+/**
+ * Job reads and changes other than create: list and get (team-scoped: another team's job
+ * reads as unknown), read-compute-write changes guarded by `version`, cancel (which deletes
+ * the pending timer in the same transaction, invariant 7) and trigger. Each change locks the
+ * job row first, so it serialises with a dispatch of the same job.
+ */
+import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
+import { runIdOf } from '../../domain/identity.js';
+import { TicklerError } from '../../errors.js';
+import type { JobChange, JobChangeOutcome, JobListFilter, TeamScope } from '../store.js';
+import type { Transaction } from './connection.js';
+import { query, transaction, type StoreContext } from './context.js';
+import {
+  decodeCursor, encodeCursor, jobColumns, jobFromRow, jsonParam, runColumns, runFromRow, type JobRow, type RunRow,
+} from './rows.js';
+import { appendEvents, collectNearTimer, deleteTimers, insertRuns, insertTimers, newTimerId } from './writes.js';
+
+export async function getJob(context: StoreContext, team: TeamScope, jobId: string): Promise<JobRecord | null> {
+  const result = await query<JobRow>(context, 'getJob',
+    `SELECT ${jobColumns} FROM jobs WHERE job_id = $1 AND ($2::text IS NULL OR team = $2)`, [jobId, team]);
+  const row = result.rows[0];
+  return row === undefined ? null : jobFromRow(row);
+}
+
+export async function listJobs(context: StoreContext, filter: JobListFilter): Promise<Page<JobRecord>> {
+  const conditions: string[] = [];
+  const values: unknown[] = [];
+  const bind = (value: unknown): string => {
+    values.push(value);
+    return `$${values.length}`;
+  };
+  if (filter.team !== null) conditions.push(`team = ${bind(filter.team)}`);
+  if (filter.state !== undefined) conditions.push(`state = ${bind(filter.state)}`);
+  if (filter.pool !== undefined) conditions.push(`pool = ${bind(filter.pool)}`);
+  if (filter.label !== undefined) {
+    const separator = filter.label.indexOf('=');
+    if (separator < 0) conditions.push(`spec->'labels' ? ${bind(filter.label)}`);
+    else conditions.push(`spec->'labels'->>${bind(filter.label.slice(0, separator))} = ${bind(filter.label.slice(separator + 1))}`);
+  }
+  if (filter.cursor !== undefined) {
+    const cursor = decodeCursor(filter.cursor);
+    conditions.push(`(created_at, job_id) < (${bind(cursor.timeMs)}, ${bind(cursor.id)})`);
+  }
+  const where = conditions.length === 0 ? '' : `WHERE ${conditions.join(' AND ')}`;
+  const result = await query<JobRow>(context, 'listJobs',
+    `SELECT ${jobColumns} FROM jobs ${where} ORDER BY created_at DESC, job_id DESC LIMIT ${bind(filter.limit + 1)}`,
+    values);
+  const items = result.rows.slice(0, filter.limit).map(jobFromRow);
+  const last = items[items.length - 1];
+  const nextCursor = result.rows.length > filter.limit && last !== undefined
+    ? encodeCursor(last.createdAtMs, last.jobId) : null;
+  return { items, nextCursor };
+}
+
+async function lockJob(tx: Transaction, team: TeamScope, jobId: string): Promise<JobRow | undefined> {
+  const result = await tx.query<JobRow>(
+    `SELECT ${jobColumns} FROM jobs WHERE job_id = $1 AND ($2::text IS NULL OR team = $2) FOR UPDATE`, [jobId, team]);
+  return result.rows[0];
+}
+
+async function deletePendingTimer(tx: Transaction, row: JobRow): Promise<void> {
+  if (row.timer_id !== null && row.next_fire_at !== null) {
+    await deleteTimers(tx, [{ timerId: row.timer_id, fireAtMs: row.next_fire_at }]);
+  }
+}
+
+export function changeJob(context: StoreContext, change: JobChange): Promise<JobChangeOutcome> {
+  return transaction(context, 'changeJob', async (tx) => {
+    const row = await lockJob(tx, change.team, change.jobId);
+    if (row === undefined) return { kind: 'not_found' };
+    if (row.version !== change.expectedVersion) return { kind: 'version_conflict', job: jobFromRow(row) };
+    const spec = change.spec ?? row.spec;
+    const state = change.state ?? row.state;
+    const version = row.version + 1;
+    let timerId = row.timer_id;
+    let nextFireAtMs = row.next_fire_at;
+    let nextScheduledAtMs = row.next_scheduled_at;
+    if (change.timer !== 'keep') {
+      await deletePendingTimer(tx, row);
+      timerId = null;
+      nextFireAtMs = null;
+      nextScheduledAtMs = null;
+      if (change.timer !== null) {
+        const timer = { timerId: newTimerId(), jobId: row.job_id, shard: row.shard, ...change.timer };
+        await insertTimers(tx, [timer]);
+        collectNearTimer(tx, timer, version, spec, change.nowMs, context.nearHorizonMs);
+        ({ timerId, fireAtMs: nextFireAtMs, scheduledAtMs: nextScheduledAtMs } = timer);
+      }
+    }
+    let updated;
+    try {
+      updated = await tx.query<JobRow>(
+        `UPDATE jobs SET spec = $2::jsonb, key = $3, pool = $4, request_hash = $5, state = $6, version = $7,
+                         timer_id = $8, next_fire_at = $9, next_scheduled_at = $10, updated_at = $11
+          WHERE job_id = $1 RETURNING ${jobColumns}`,
+        [row.job_id, jsonParam(spec), spec.key, spec.pool, change.requestHash ?? row.request_hash, state, version,
+          timerId, nextFireAtMs, nextScheduledAtMs, change.nowMs]);
+    } catch (error) {
+      if ((error as { code?: unknown }).code === '23505') {
+        throw new TicklerError('key_conflict', 'another job of this team already has this key', { field: 'key', cause: error });
+      }
+      throw error;
+    }
+    return { kind: 'changed', job: jobFromRow(updated.rows[0]!) };
+  });
+}
+
+export function cancelJob(context: StoreContext, team: TeamScope, jobId: string, nowMs: number): Promise<JobRecord | null> {
+  return transaction(context, 'cancelJob', async (tx) => {
+    const row = await lockJob(tx, team, jobId);
+    if (row === undefined) return null;
+    if (row.state === 'cancelled') return jobFromRow(row);
+    await deletePendingTimer(tx, row);
+    const updated = await tx.query<JobRow>(
+      `UPDATE jobs SET state = 'cancelled', timer_id = NULL, next_fire_at = NULL, next_scheduled_at = NULL,
+                       version = version + 1, updated_at = $2
+        WHERE job_id = $1 RETURNING ${jobColumns}`, [row.job_id, nowMs]);
+    return jobFromRow(updated.rows[0]!);
+  });
+}
+
+/** One statement: the jobs are locked, cancelled and their timers deleted together. */
+export async function cancelJobsByKeyPrefix(context: StoreContext, team: string, prefix: string,
+  nowMs: number): Promise<number> {
+  const result = await query<{ count: number }>(context, 'cancelJobsByKeyPrefix',
+    `WITH old AS (
+       SELECT job_id, timer_id, next_fire_at FROM jobs
+        WHERE team = $1 AND key IS NOT NULL AND starts_with(key, $2) AND state <> 'cancelled'
+        FOR UPDATE
+     ), cancelled AS (
+       UPDATE jobs j SET state = 'cancelled', timer_id = NULL, next_fire_at = NULL, next_scheduled_at = NULL,
+                         version = j.version + 1, updated_at = $3
+         FROM old WHERE j.job_id = old.job_id
+     ), removed AS (
+       DELETE FROM timers t USING old WHERE t.fire_at = old.next_fire_at AND t.timer_id = old.timer_id
+     )
+     SELECT count(*)::int AS count FROM old`, [team, prefix, nowMs]);
+  return result.rows[0]?.count ?? 0;
+}
+
+/**
+ * A run ready now, outside the schedule; a repeat at the same instant answers the same run.
+ * A cancelled job is not triggered (invariant 7): it answers null, as an unknown job does.
+ */
+export function triggerJob(context: StoreContext, team: TeamScope, jobId: string, nowMs: number): Promise<RunRecord | null> {
+  return transaction(context, 'triggerJob', async (tx) => {
+    const row = await lockJob(tx, team, jobId);
+    if (row === undefined || row.state === 'cancelled') return null;
+    const runId = runIdOf(row.job_id, nowMs);
+    const inserted = await insertRuns(tx, [{
+      runId, jobId: row.job_id, team: row.team, pool: row.spec.pool, lane: row.spec.lane, scheduledAtMs: nowMs,
+      fireAtMs: nowMs, dispatchedAtMs: nowMs, status: 'ready', lastError: null, readyAtMs: nowMs, finishedAtMs: null,
+      jobLeaseMs: row.spec.lease_s * 1000, held: false,
+    }]);
+    if (inserted.has(runId)) {
+      await appendEvents(tx, [{ runId, atMs: nowMs, type: 'triggered', fromStatus: null, toStatus: 'ready' }]);
+      tx.readyPools.add(row.spec.pool);
+    }
+    const run = await tx.query<RunRow>(`SELECT ${runColumns} FROM runs r WHERE r.run_id = $1`, [runId]);
+    return runFromRow(run.rows[0]!);
+  });
+}

@@ -1,0 +1,254 @@
+/**
+ * The PostgreSQL store (issue 4): many tickler processes over one database. This file wires
+ * the pieces: the pool (connection.ts), migrations (schema.ts), timer partitions
+ * (partitions.ts), notifications across processes (notifier.ts), and the query modules that
+ * implement each Store method. It holds no SQL of its own beyond the health check.
+ *
+ * Operators: call `maintainPartitions(nowMs)` periodically (the scheduler wiring does, e.g.
+ * hourly); it creates the next days' timer partitions and drops past, empty ones. It also
+ * runs once at open, by the database's clock.
+ */
+import type pg from 'pg';
+import { groupCommitMax, timingDefaults } from '../../limits.js';
+import { silentLogger, type Logger } from '../../obs/log.js';
+import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
+import type {
+  CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchResult, ExpiredLease,
+  HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun, LoadTimersQuery,
+  LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, Store, TeamScope, TimerWrite,
+} from '../store.js';
+import { createPool, mapStoreError, poolSizeDefault, queryPool, type CommitHooks } from './connection.js';
+import { query, transaction, type StoreContext } from './context.js';
+import { dispatch } from './dispatch.js';
+import { GroupCommitter } from './group-commit.js';
+import { createJobsWithin, type CreateItem } from './job-create.js';
+import { cancelJob, cancelJobsByKeyPrefix, changeJob, getJob, listJobs, triggerJob } from './jobs.js';
+import { getRun, listRuns, replayRun } from './history.js';
+import { Notifier } from './notifier.js';
+import { maintainPartitions, type PartitionReport } from './partitions.js';
+import { migrate } from './schema.js';
+import { acquireShardLeases, listShardLeases, releaseShardLeases, renewShardLeases } from './shard-leases.js';
+import { countJobsWithoutTimer, findJobsWithoutTimer, loadTimers, loadTimersByRef, repairJobTimer } from './timers.js';
+import {
+  completeRun, expireRunLeases, heartbeatRun, leaseRuns, nextReadyAtMs, nextRunDeadlineMs,
+} from './worker-runs.js';
+
+export interface PostgresStoreOptions {
+  url: string;
+  /** Schema holding the tables (created if missing); default `public`. */
+  schema?: string;
+  nearHorizonMs?: number;
+  random?: () => number;
+  /** Judge shard-lease expiry by PostgreSQL's clock (default true; false under a virtual clock). */
+  useDatabaseClock?: boolean;
+  poolSize?: number;
+  logger?: Logger;
+}
+
+const schemaNamePattern = /^[a-z_][a-z0-9_]{0,40}$/;
+/** Create transactions in flight at once; two keep both cores busy without starving other calls. */
+const createCommitsInFlightMax = 2;
+
+export class PostgresStore implements Store {
+  readonly kind = 'postgres' as const;
+  private readonly creates: GroupCommitter<CreateItem, CreateJobOutcome>;
+  private closed = false;
+
+  constructor(private readonly context: StoreContext, private readonly notifier: Notifier, readonly schema: string) {
+    this.creates = new GroupCommitter(
+      (items) => transaction(context, 'createJobs', (tx) => createJobsWithin(tx, items, context.nearHorizonMs)),
+      groupCommitMax, createCommitsInFlightMax);
+  }
+
+  get pool(): pg.Pool {
+    return this.context.pool;
+  }
+
+  /** Resolves once the LISTEN connection is up; tests use it after forcing a reconnect. */
+  waitUntilListening(): Promise<void> {
+    return this.notifier.waitUntilListening();
+  }
+
+  async maintainPartitions(nowMs: number): Promise<PartitionReport> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.context.pool.connect();
+    } catch (error) {
+      mapStoreError(error, 'maintainPartitions');
+    }
+    try {
+      return await maintainPartitions(client, nowMs);
+    } catch (error) {
+      mapStoreError(error, 'maintainPartitions');
+    } finally {
+      client.release();
+    }
+  }
+
+  onRunsReady(listener: (pool: string) => void): () => void {
+    return this.notifier.onRunsReady(listener);
+  }
+
+  onNearTimers(listener: (timers: LoadedTimer[]) => void): () => void {
+    return this.notifier.onNearTimers(listener);
+  }
+
+  createJobs(items: CreateJobInput[], nowMs: number): Promise<CreateJobOutcome[]> {
+    return this.creates.submit(items.map((input) => ({ input, nowMs })));
+  }
+
+  getJob(team: TeamScope, jobId: string): Promise<JobRecord | null> {
+    return getJob(this.context, team, jobId);
+  }
+
+  listJobs(filter: JobListFilter): Promise<Page<JobRecord>> {
+    return listJobs(this.context, filter);
+  }
+
+  changeJob(change: JobChange): Promise<JobChangeOutcome> {
+    return changeJob(this.context, change);
+  }
+
+  cancelJob(team: TeamScope, jobId: string, nowMs: number): Promise<JobRecord | null> {
+    return cancelJob(this.context, team, jobId, nowMs);
+  }
+
+  cancelJobsByKeyPrefix(team: string, prefix: string, nowMs: number): Promise<number> {
+    return cancelJobsByKeyPrefix(this.context, team, prefix, nowMs);
+  }
+
+  triggerJob(team: TeamScope, jobId: string, nowMs: number): Promise<RunRecord | null> {
+    return triggerJob(this.context, team, jobId, nowMs);
+  }
+
+  acquireShardLeases(nodeId: string, shards: readonly number[], ttlMs: number, nowMs: number,
+    options?: { force?: boolean }): Promise<ShardLease[]> {
+    return acquireShardLeases(this.context, nodeId, shards, ttlMs, nowMs, options?.force ?? false);
+  }
+
+  renewShardLeases(nodeId: string, leases: readonly ShardLease[], ttlMs: number, nowMs: number): Promise<ShardLease[]> {
+    return renewShardLeases(this.context, nodeId, leases, ttlMs, nowMs);
+  }
+
+  releaseShardLeases(nodeId: string, leases: readonly ShardLease[]): Promise<void> {
+    return releaseShardLeases(this.context, nodeId, leases);
+  }
+
+  listShardLeases(): Promise<ShardLease[]> {
+    return listShardLeases(this.context);
+  }
+
+  loadTimers(request: LoadTimersQuery): Promise<LoadedTimer[]> {
+    return loadTimers(this.context, request);
+  }
+
+  dispatch(items: readonly DispatchItem[], nowMs: number): Promise<DispatchResult[]> {
+    return dispatch(this.context, items, nowMs);
+  }
+
+  findJobsWithoutTimer(limit: number): Promise<JobRecord[]> {
+    return findJobsWithoutTimer(this.context, limit);
+  }
+
+  repairJobTimer(jobId: string, expectedVersion: number, timer: TimerWrite, nowMs: number): Promise<boolean> {
+    return repairJobTimer(this.context, jobId, expectedVersion, timer, nowMs);
+  }
+
+  countJobsWithoutTimer(): Promise<number> {
+    return countJobsWithoutTimer(this.context);
+  }
+
+  leaseRuns(request: LeaseRunsRequest): Promise<LeasedRun[]> {
+    return leaseRuns(this.context, request);
+  }
+
+  heartbeatRun(team: TeamScope, runId: string, fencingToken: string, nowMs: number): Promise<HeartbeatOutcome> {
+    return heartbeatRun(this.context, team, runId, fencingToken, nowMs);
+  }
+
+  completeRun(request: CompleteRequest): Promise<CompleteOutcome> {
+    return completeRun(this.context, request);
+  }
+
+  expireRunLeases(nowMs: number, limit: number): Promise<ExpiredLease[]> {
+    return expireRunLeases(this.context, nowMs, limit);
+  }
+
+  nextRunDeadlineMs(): Promise<number | null> {
+    return nextRunDeadlineMs(this.context);
+  }
+
+  nextReadyAtMs(team: TeamScope, pool: string): Promise<number | null> {
+    return nextReadyAtMs(this.context, team, pool);
+  }
+
+  replayRun(team: TeamScope, runId: string, nowMs: number): Promise<ReplayOutcome> {
+    return replayRun(this.context, team, runId, nowMs);
+  }
+
+  getRun(team: TeamScope, runId: string): Promise<RunWithEvents | null> {
+    return getRun(this.context, team, runId);
+  }
+
+  listRuns(filter: RunListFilter): Promise<Page<RunRecord>> {
+    return listRuns(this.context, filter);
+  }
+
+  async ping(): Promise<void> {
+    await query(this.context, 'ping', 'SELECT 1');
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.notifier.close();
+    await this.context.pool.end();
+  }
+}
+
+/** The database's clock, for partition maintenance at open. */
+async function databaseNowMs(pool: pg.Pool): Promise<number> {
+  const result = await queryPool<{ now_ms: number }>(pool, 'open',
+    `SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms`);
+  return result.rows[0]!.now_ms;
+}
+
+/** Connects, migrates (safe when several nodes start at once) and starts listening. */
+export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresStore> {
+  const schema = options.schema ?? 'public';
+  if (!schemaNamePattern.test(schema)) {
+    throw new RangeError(`schema name ${JSON.stringify(schema)} must match ${schemaNamePattern.source}`);
+  }
+  const logger = options.logger ?? silentLogger();
+  const pool = createPool({ url: options.url, schema, poolSize: options.poolSize ?? poolSizeDefault, logger });
+  let notifier: Notifier | undefined;
+  try {
+    const client = await pool.connect().catch((error: unknown) => mapStoreError(error, 'open'));
+    try {
+      await migrate(client, schema).catch((error: unknown) => mapStoreError(error, 'open'));
+    } finally {
+      client.release();
+    }
+    const hooks: CommitHooks = {
+      beforeCommit: (tx) => notifier!.notifyWithin(tx),
+      afterCommit: (tx) => notifier!.emitLocal(tx.readyPools, tx.nearTimers),
+    };
+    const context: StoreContext = {
+      pool,
+      hooks,
+      nearHorizonMs: options.nearHorizonMs ?? timingDefaults.loadHorizonMs,
+      random: options.random ?? Math.random,
+      useDatabaseClock: options.useDatabaseClock ?? true,
+      logger,
+    };
+    notifier = new Notifier({ url: options.url, schema, logger, loadTimers: (refs) => loadTimersByRef(context, refs) });
+    const store = new PostgresStore(context, notifier, schema);
+    await store.maintainPartitions(await databaseNowMs(pool));
+    await notifier.start().catch((error: unknown) => mapStoreError(error, 'open'));
+    return store;
+  } catch (error) {
+    await notifier?.close();
+    await pool.end();
+    throw error;
+  }
+}

@@ -1,0 +1,131 @@
+/**
+ * The PostgreSQL schema and its versioned migrations. Every node migrates on start; the
+ * migration runs in one transaction under a database-wide advisory lock, so several nodes
+ * starting at once apply each version exactly once and the others wait, then see it done.
+ *
+ * Times are epoch milliseconds in bigint columns; tokens come from one sequence that only
+ * grows (shard leases and worker fencing tokens alike). Timers are range-partitioned by
+ * `fire_at` (see partitions.ts); one pending timer per job is enforced by the job row,
+ * whose `timer_id` names it (a unique index on `job_id` is impossible across partitions).
+ */
+import type pg from 'pg';
+import { quoteIdentifier } from './connection.js';
+
+/** A fixed advisory-lock key: "tickler migrate". */
+const migrationLockKey = 0x7469636b;
+
+const migrations: readonly { version: number; statements: readonly string[] }[] = [
+  {
+    version: 1,
+    statements: [
+      'CREATE SEQUENCE tickler_tokens AS bigint',
+      `CREATE TABLE jobs (
+        job_id text PRIMARY KEY,
+        team text NOT NULL,
+        key text,
+        state text NOT NULL,
+        pool text NOT NULL,
+        spec jsonb NOT NULL,
+        request_hash text NOT NULL,
+        shard integer NOT NULL,
+        version integer NOT NULL,
+        timer_id text,
+        next_fire_at bigint,
+        next_scheduled_at bigint,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL
+      )`,
+      'CREATE UNIQUE INDEX jobs_team_key ON jobs (team, key) WHERE key IS NOT NULL',
+      'CREATE INDEX jobs_team_created ON jobs (team, created_at DESC, job_id DESC)',
+      // Small by construction: only jobs missing their timer, which the reconciler repairs.
+      `CREATE INDEX jobs_without_timer ON jobs (job_id) WHERE state = 'active' AND timer_id IS NULL`,
+      `CREATE TABLE timers (
+        timer_id text NOT NULL,
+        job_id text NOT NULL,
+        shard integer NOT NULL,
+        bucket bigint NOT NULL,
+        fire_at bigint NOT NULL,
+        scheduled_at bigint NOT NULL
+      ) PARTITION BY RANGE (fire_at)`,
+      'CREATE UNIQUE INDEX timers_fire_at ON timers (fire_at, timer_id)',
+      'CREATE TABLE timers_default PARTITION OF timers DEFAULT',
+      `CREATE TABLE runs (
+        run_id text PRIMARY KEY,
+        job_id text NOT NULL,
+        team text NOT NULL,
+        pool text NOT NULL,
+        lane text NOT NULL,
+        scheduled_at bigint NOT NULL,
+        fire_at bigint NOT NULL,
+        dispatched_at bigint,
+        attempt integer NOT NULL DEFAULT 0,
+        attempt_base integer NOT NULL DEFAULT 0,
+        status text NOT NULL,
+        started_at bigint,
+        finished_at bigint,
+        last_error text,
+        result jsonb,
+        ready_at bigint,
+        lease_expires_at bigint,
+        worker_id text,
+        job_lease_ms integer NOT NULL,
+        lease_ms integer,
+        fencing_token bigint,
+        held boolean NOT NULL DEFAULT false
+      )`,
+      // The SKIP LOCKED claim walks this partial index in lane, then ready_at order.
+      `CREATE INDEX runs_leasable ON runs (pool, lane, ready_at) WHERE status IN ('ready', 'retry_wait') AND NOT held`,
+      `CREATE INDEX runs_running ON runs (lease_expires_at) WHERE status = 'running'`,
+      `CREATE INDEX runs_retry ON runs (ready_at) WHERE status = 'retry_wait'`,
+      `CREATE INDEX runs_active ON runs (job_id) WHERE status IN ('ready', 'running', 'retry_wait')`,
+      'CREATE INDEX runs_job ON runs (job_id, scheduled_at DESC, run_id DESC)',
+      'CREATE INDEX runs_team ON runs (team, scheduled_at DESC, run_id DESC)',
+      `CREATE TABLE run_events (
+        run_id text NOT NULL,
+        event_id bigint GENERATED ALWAYS AS IDENTITY,
+        at_ms bigint NOT NULL,
+        type text NOT NULL,
+        from_status text,
+        to_status text,
+        detail jsonb,
+        PRIMARY KEY (run_id, event_id)
+      )`,
+      `CREATE TABLE shard_leases (
+        shard integer PRIMARY KEY,
+        node_id text,
+        token bigint NOT NULL,
+        expires_at bigint NOT NULL
+      )`,
+    ],
+  },
+];
+
+export const schemaVersion = migrations[migrations.length - 1]!.version;
+
+/** Creates the schema if needed and applies every migration not applied yet. */
+export async function migrate(client: pg.ClientBase, schema: string): Promise<number[]> {
+  const applied: number[] = [];
+  await client.query('BEGIN');
+  try {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [migrationLockKey]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdentifier(schema)}`);
+    await client.query(`SET LOCAL search_path = ${quoteIdentifier(schema)}`);
+    await client.query(`CREATE TABLE IF NOT EXISTS tickler_migrations (
+      version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+    const done = await client.query<{ version: number }>('SELECT version FROM tickler_migrations');
+    const doneVersions = new Set(done.rows.map((row) => row.version));
+    for (const migration of migrations) {
+      if (doneVersions.has(migration.version)) continue;
+      for (const statement of migration.statements) await client.query(statement);
+      await client.query('INSERT INTO tickler_migrations (version) VALUES ($1)', [migration.version]);
+      applied.push(migration.version);
+    }
+    await client.query('COMMIT');
+    return applied;
+  } catch (error) {
+    await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+      throw new Error('migration failed and so did its rollback', { cause: [error, rollbackError] });
+    });
+    throw error;
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * Timer reads for the loader and the reconciler. `loadTimers` is a keyset-paged range scan
+ * on `(fire_at, timer_id)` with the node's shards bound as one array parameter (1,024 shards
+ * are one parameter, not 1,024). The reconciler's "active recurring job without a pending
+ * timer" is a partial index of the jobs table, empty when all is well.
+ */
+import type { JobRecord } from '../../domain/types.js';
+import type { LoadTimersQuery, LoadedTimer, TimerWrite } from '../store.js';
+import { query, transaction, type StoreContext } from './context.js';
+import { jobColumns, jobFromRow, loadedTimerColumns, loadedTimerFromRow, type JobRow, type LoadedTimerRow } from './rows.js';
+import type { TimerRef } from './notifier.js';
+import { collectNearTimer, insertTimers, newTimerId } from './writes.js';
+
+export async function loadTimers(context: StoreContext, request: LoadTimersQuery): Promise<LoadedTimer[]> {
+  if (request.shards.length === 0 || request.limit <= 0) return [];
+  const after = request.after ?? { fireAtMs: Number.MIN_SAFE_INTEGER, timerId: '' };
+  const result = await query<LoadedTimerRow>(context, 'loadTimers',
+    `SELECT ${loadedTimerColumns} FROM timers t JOIN jobs j ON j.job_id = t.job_id
+      WHERE t.fire_at < $2 AND (t.fire_at, t.timer_id) > ($3, $4) AND t.shard = ANY($1::int[])
+      ORDER BY t.fire_at, t.timer_id LIMIT $5`,
+    [request.shards, request.untilMs, after.fireAtMs, after.timerId, request.limit]);
+  return result.rows.map(loadedTimerFromRow);
+}
+
+/** Timers named by another process's near-timer notification; those gone since are left out. */
+export async function loadTimersByRef(context: StoreContext, refs: readonly TimerRef[]): Promise<LoadedTimer[]> {
+  if (refs.length === 0) return [];
+  const result = await query<LoadedTimerRow>(context, 'loadTimersByRef',
+    `SELECT ${loadedTimerColumns}
+       FROM unnest($1::bigint[], $2::text[]) AS r(fire_at, timer_id)
+       JOIN timers t ON t.fire_at = r.fire_at AND t.timer_id = r.timer_id
+       JOIN jobs j ON j.job_id = t.job_id
+      ORDER BY t.fire_at, t.timer_id`,
+    [refs.map((ref) => ref.fireAtMs), refs.map((ref) => ref.timerId)]);
+  return result.rows.map(loadedTimerFromRow);
+}
+
+const withoutTimerCondition = `state = 'active' AND timer_id IS NULL AND spec->'schedule' ? 'cron'`;
+
+export async function findJobsWithoutTimer(context: StoreContext, limit: number): Promise<JobRecord[]> {
+  const result = await query<JobRow>(context, 'findJobsWithoutTimer',
+    `SELECT ${jobColumns} FROM jobs WHERE ${withoutTimerCondition} ORDER BY job_id LIMIT $1`, [limit]);
+  return result.rows.map(jobFromRow);
+}
+
+export async function countJobsWithoutTimer(context: StoreContext): Promise<number> {
+  const result = await query<{ count: number }>(context, 'countJobsWithoutTimer',
+    `SELECT count(*)::int AS count FROM jobs WHERE ${withoutTimerCondition}`);
+  return result.rows[0]?.count ?? 0;
+}
+
+export function repairJobTimer(context: StoreContext, jobId: string, expectedVersion: number, timer: TimerWrite,
+  nowMs: number): Promise<boolean> {
+  return transaction(context, 'repairJobTimer', async (tx) => {
+    const written = { timerId: newTimerId(), jobId, shard: 0, ...timer };
+    const updated = await tx.query<JobRow>(
+      `UPDATE jobs SET timer_id = $3, next_fire_at = $4, next_scheduled_at = $5
+        WHERE job_id = $1 AND version = $2 AND state = 'active' AND timer_id IS NULL
+        RETURNING ${jobColumns}`,
+      [jobId, expectedVersion, written.timerId, timer.fireAtMs, timer.scheduledAtMs]);
+    const row = updated.rows[0];
+    if (row === undefined) return false;
+    written.shard = row.shard;
+    await insertTimers(tx, [written]);
+    collectNearTimer(tx, written, row.version, row.spec, nowMs, context.nearHorizonMs);
+    return true;
+  });
+}

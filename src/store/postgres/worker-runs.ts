@@ -1,0 +1,212 @@
+/**
+ * The worker side of runs (DESIGN.md flow 6–7): lease in batches with `FOR UPDATE SKIP
+ * LOCKED` (one statement claims up to `max` runs, writes their events and reads their
+ * payloads), heartbeat and complete fenced by the attempt's token in the statement that
+ * writes (invariant 4), lease expiry, replay.
+ *
+ * Lock order, to stay clear of deadlocks with dispatch (which locks the job row, then
+ * writes runs): a transaction here locks runs first, and locks a job row only to release a
+ * `buffer_one` held run, after which it touches no run it had not locked already except
+ * that held run, which dispatch never locks.
+ */
+import { hasAttemptsLeft, retryDelayMs } from '../../domain/retry.js';
+import type { RetrySpec, RunStatus } from '../../domain/types.js';
+import type {
+  CompleteOutcome, CompleteRequest, ExpiredLease, HeartbeatOutcome, LeaseRunsRequest, LeasedRun, TeamScope,
+} from '../store.js';
+import type { Transaction } from './connection.js';
+import { query, transaction, type StoreContext } from './context.js';
+import { jsonParam, runColumns, runFromRow, type RunRow } from './rows.js';
+import { appendEvents, releaseHeldRuns } from './writes.js';
+
+const tokenPattern = /^\d{1,19}$/;
+
+export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest): Promise<LeasedRun[]> {
+  if (request.max <= 0) return [];
+  // ORDER BY (lane, ready_at) matches the partial index runs_leasable, so the claim reads
+  // only the rows it takes (plus those skipped because another claimer holds them).
+  const result = await query<{
+    run_id: string; job_id: string; team: string; attempt: number; scheduled_at: number; fire_at: number;
+    dispatched_at: number; fencing_token: string; lease_expires_at: number; payload: unknown;
+  }>(context, 'leaseRuns',
+    `WITH picked AS (
+       SELECT r.run_id, r.status AS from_status FROM runs r
+        WHERE r.pool = $1 AND r.status IN ('ready', 'retry_wait') AND NOT r.held AND r.ready_at <= $2::bigint
+          AND ($3::text IS NULL OR r.team = $3)
+        ORDER BY r.lane, r.ready_at
+        LIMIT $4
+        FOR UPDATE SKIP LOCKED
+     ), leased AS (
+       UPDATE runs r SET status = 'running', attempt = r.attempt + 1, fencing_token = nextval('tickler_tokens'),
+                         lease_ms = COALESCE($5::int, r.job_lease_ms),
+                         lease_expires_at = $2::bigint + COALESCE($5::int, r.job_lease_ms),
+                         started_at = $2, worker_id = $6, ready_at = NULL
+         FROM picked p WHERE r.run_id = p.run_id
+       RETURNING r.run_id, r.job_id, r.team, r.lane, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
+                 r.fencing_token::text AS fencing_token, r.lease_expires_at, p.from_status
+     ), events AS (
+       INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
+       SELECT run_id, $2, 'leased', from_status, 'running',
+              jsonb_build_object('attempt', attempt, 'worker_id', $6::text, 'fencing_token', fencing_token)
+         FROM leased
+     )
+     SELECT l.run_id, l.job_id, l.team, l.attempt, l.scheduled_at, l.fire_at, l.dispatched_at, l.fencing_token,
+            l.lease_expires_at, j.spec->'payload' AS payload
+       FROM leased l JOIN jobs j ON j.job_id = l.job_id
+      ORDER BY l.lane, l.scheduled_at`,
+    [request.pool, request.nowMs, request.team, request.max, request.leaseMs, request.workerId]);
+  return result.rows.map((row) => ({
+    runId: row.run_id,
+    jobId: row.job_id,
+    team: row.team,
+    attempt: row.attempt,
+    scheduledAtMs: row.scheduled_at,
+    fireAtMs: row.fire_at,
+    dispatchedAtMs: row.dispatched_at,
+    payload: row.payload ?? null,
+    fencingToken: row.fencing_token,
+    leaseExpiresAtMs: row.lease_expires_at,
+  }));
+}
+
+/** Why a fenced write matched nothing: unknown run, a replaced (cancelled) attempt, or a stale token. */
+function classifyMiss(run: { status: RunStatus; fencing_token: string | null } | undefined,
+  fencingToken: string): { kind: 'not_found' } | { kind: 'stale_token' } | { kind: 'cancelled' } {
+  if (run === undefined) return { kind: 'not_found' };
+  if (run.status === 'cancelled' && run.fencing_token === fencingToken) return { kind: 'cancelled' };
+  return { kind: 'stale_token' };
+}
+
+export async function heartbeatRun(context: StoreContext, team: TeamScope, runId: string, fencingToken: string,
+  nowMs: number): Promise<HeartbeatOutcome> {
+  if (tokenPattern.test(fencingToken)) {
+    // No run event per heartbeat: there would be one every lease_s / 3 per running attempt.
+    const extended = await query<{ lease_expires_at: number }>(context, 'heartbeatRun',
+      `UPDATE runs SET lease_expires_at = $4::bigint + lease_ms
+        WHERE run_id = $1 AND ($2::text IS NULL OR team = $2) AND status = 'running' AND fencing_token = $3::bigint
+        RETURNING lease_expires_at`, [runId, team, fencingToken, nowMs]);
+    const row = extended.rows[0];
+    if (row !== undefined) return { kind: 'extended', leaseExpiresAtMs: row.lease_expires_at };
+  }
+  const current = await query<{ status: RunStatus; fencing_token: string | null }>(context, 'heartbeatRun',
+    `SELECT status, fencing_token::text AS fencing_token FROM runs WHERE run_id = $1 AND ($2::text IS NULL OR team = $2)`,
+    [runId, team]);
+  return classifyMiss(current.rows[0], fencingToken);
+}
+
+interface LockedRun extends RunRow {
+  fencing_token: string | null;
+  attempt_base: number;
+  retry: RetrySpec;
+  overlap: string;
+}
+
+export function completeRun(context: StoreContext, request: CompleteRequest): Promise<CompleteOutcome> {
+  return transaction(context, 'completeRun', async (tx) => {
+    const locked = await tx.query<LockedRun>(
+      `SELECT ${runColumns}, r.fencing_token::text AS fencing_token, r.attempt_base,
+              j.spec->'retry' AS retry, j.spec->>'overlap' AS overlap
+         FROM runs r JOIN jobs j ON j.job_id = r.job_id
+        WHERE r.run_id = $1 AND ($2::text IS NULL OR r.team = $2) FOR UPDATE OF r`, [request.runId, request.team]);
+    const run = locked.rows[0];
+    if (run === undefined || run.status !== 'running' || run.fencing_token !== request.fencingToken) {
+      return classifyMiss(run, request.fencingToken);
+    }
+    const attemptsUsed = run.attempt - run.attempt_base;
+    let status: RunStatus;
+    let readyAtMs: number | null = null;
+    let eventType: string;
+    if (request.status === 'succeeded') {
+      status = 'succeeded';
+      eventType = 'succeeded';
+    } else if (request.status === 'failed' && hasAttemptsLeft(run.retry, attemptsUsed)) {
+      status = 'retry_wait';
+      readyAtMs = request.nowMs + retryDelayMs(run.retry, attemptsUsed, context.random());
+      eventType = 'retry_scheduled';
+    } else {
+      status = 'dead';
+      eventType = 'dead';
+    }
+    const final = status !== 'retry_wait';
+    const updated = await tx.query<RunRow>(
+      `UPDATE runs r SET status = $2, ready_at = $3, finished_at = $4, lease_expires_at = NULL,
+                         last_error = CASE WHEN $2 = 'succeeded' THEN r.last_error ELSE $5 END, result = $6::jsonb
+        WHERE r.run_id = $1 RETURNING ${runColumns}`,
+      [run.run_id, status, readyAtMs, final ? request.nowMs : null,
+        request.error ?? (request.status === 'succeeded' ? null : request.status), jsonParam(request.result ?? null)]);
+    await appendEvents(tx, [{
+      runId: run.run_id, atMs: request.nowMs, type: eventType, fromStatus: 'running', toStatus: status,
+      detail: {
+        attempt: run.attempt, outcome: request.status,
+        ...(request.error === null ? {} : { error: request.error }),
+        ...(readyAtMs === null ? {} : { ready_at_ms: readyAtMs }),
+      },
+    }]);
+    if (final) await releaseHeldOf(tx, [{ jobId: run.job_id, overlap: run.overlap }], request.nowMs);
+    return { kind: 'completed', run: runFromRow(updated.rows[0]!) };
+  });
+}
+
+/** Locks the buffer_one jobs (serialising with dispatch, which may be holding a new run) and releases. */
+async function releaseHeldOf(tx: Transaction, jobs: readonly { jobId: string; overlap: string }[], nowMs: number): Promise<void> {
+  const jobIds = [...new Set(jobs.filter((job) => job.overlap === 'buffer_one').map((job) => job.jobId))].sort();
+  if (jobIds.length === 0) return;
+  await tx.query('SELECT 1 FROM jobs WHERE job_id = ANY($1::text[]) ORDER BY job_id FOR UPDATE', [jobIds]);
+  await releaseHeldRuns(tx, jobIds, nowMs);
+}
+
+export function expireRunLeases(context: StoreContext, nowMs: number, limit: number): Promise<ExpiredLease[]> {
+  if (limit <= 0) return Promise.resolve([]);
+  return transaction(context, 'expireRunLeases', async (tx) => {
+    const expired = await tx.query<{
+      run_id: string; job_id: string; pool: string; attempt: number; attempt_base: number; idempotency: string;
+      retry: RetrySpec; overlap: string;
+    }>(
+      `SELECT r.run_id, r.job_id, r.pool, r.attempt, r.attempt_base, j.spec->>'idempotency' AS idempotency,
+              j.spec->'retry' AS retry, j.spec->>'overlap' AS overlap
+         FROM runs r JOIN jobs j ON j.job_id = r.job_id
+        WHERE r.status = 'running' AND r.lease_expires_at <= $1
+        ORDER BY r.lease_expires_at LIMIT $2 FOR UPDATE OF r SKIP LOCKED`, [nowMs, limit]);
+    if (expired.rows.length === 0) return [];
+    const outcomes: ExpiredLease[] = expired.rows.map((row) => ({
+      runId: row.run_id,
+      pool: row.pool,
+      toStatus: row.idempotency === 'unsafe' ? 'abandoned'
+        : hasAttemptsLeft(row.retry, row.attempt - row.attempt_base) ? 'ready' : 'dead',
+    }));
+    await tx.query(
+      `UPDATE runs r SET status = u.status, lease_expires_at = NULL,
+                         ready_at = CASE WHEN u.status = 'ready' THEN $3::bigint END,
+                         finished_at = CASE WHEN u.status = 'ready' THEN NULL ELSE $3::bigint END,
+                         last_error = 'worker lease expired'
+         FROM unnest($1::text[], $2::text[]) AS u(run_id, status) WHERE r.run_id = u.run_id`,
+      [outcomes.map((outcome) => outcome.runId), outcomes.map((outcome) => outcome.toStatus), nowMs]);
+    await appendEvents(tx, outcomes.map((outcome, index) => ({
+      runId: outcome.runId, atMs: nowMs, type: outcome.toStatus === 'abandoned' ? 'abandoned' : 'lease_expired',
+      fromStatus: 'running', toStatus: outcome.toStatus, detail: { attempt: expired.rows[index]!.attempt },
+    })));
+    for (const outcome of outcomes) if (outcome.toStatus === 'ready') tx.readyPools.add(outcome.pool);
+    const finalJobs = expired.rows.filter((_, index) => outcomes[index]!.toStatus !== 'ready')
+      .map((row) => ({ jobId: row.job_id, overlap: row.overlap }));
+    await releaseHeldOf(tx, finalJobs, nowMs);
+    return outcomes;
+  });
+}
+
+export async function nextRunDeadlineMs(context: StoreContext): Promise<number | null> {
+  const result = await query<{ at: number | null }>(context, 'nextRunDeadlineMs',
+    `SELECT LEAST((SELECT min(lease_expires_at) FROM runs WHERE status = 'running'),
+                  (SELECT min(ready_at) FROM runs WHERE status = 'retry_wait')) AS at`);
+  return result.rows[0]?.at ?? null;
+}
+
+export async function nextReadyAtMs(context: StoreContext, team: TeamScope, pool: string): Promise<number | null> {
+  // One index probe per lane rather than a scan of the pool's whole backlog.
+  const result = await query<{ at: number | null }>(context, 'nextReadyAtMs',
+    `SELECT min(first_ready) AS at FROM unnest(ARRAY['P0', 'P1', 'P2']) AS l(lane),
+            LATERAL (SELECT r.ready_at AS first_ready FROM runs r
+                      WHERE r.pool = $1 AND r.lane = l.lane AND r.status IN ('ready', 'retry_wait') AND NOT r.held
+                        AND ($2::text IS NULL OR r.team = $2)
+                      ORDER BY r.ready_at LIMIT 1) AS f`, [pool, team]);
+  return result.rows[0]?.at ?? null;
+}

@@ -1,0 +1,146 @@
+/**
+ * Batched writes shared by several transactions: timers, runs, run events and the release
+ * of a `buffer_one` held run. Each is one statement over `unnest` arrays however many rows
+ * it writes (STYLE.md §6: batch first), always inside a caller's transaction.
+ */
+import { randomUUID } from 'node:crypto';
+import type { JobSpec, Lane, RunStatus } from '../../domain/types.js';
+import { bucketOf } from '../../domain/identity.js';
+import type { LoadedTimer } from '../store.js';
+import type { Transaction } from './connection.js';
+import { jsonParam } from './rows.js';
+
+export interface NewTimer {
+  timerId: string;
+  jobId: string;
+  shard: number;
+  fireAtMs: number;
+  scheduledAtMs: number;
+}
+
+export function newTimerId(): string {
+  return randomUUID();
+}
+
+export async function insertTimers(transaction: Transaction, timers: readonly NewTimer[]): Promise<void> {
+  if (timers.length === 0) return;
+  await transaction.query(
+    `INSERT INTO timers (timer_id, job_id, shard, bucket, fire_at, scheduled_at)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[])`,
+    [
+      timers.map((timer) => timer.timerId),
+      timers.map((timer) => timer.jobId),
+      timers.map((timer) => timer.shard),
+      timers.map((timer) => bucketOf(timer.fireAtMs)),
+      timers.map((timer) => timer.fireAtMs),
+      timers.map((timer) => timer.scheduledAtMs),
+    ]);
+}
+
+/** Deletes timers by (fire_at, timer_id), the key that prunes to one partition. */
+export async function deleteTimers(transaction: Transaction,
+  timers: readonly { timerId: string; fireAtMs: number }[]): Promise<void> {
+  if (timers.length === 0) return;
+  await transaction.query(
+    `DELETE FROM timers t USING unnest($1::bigint[], $2::text[]) AS d(fire_at, timer_id)
+      WHERE t.fire_at = d.fire_at AND t.timer_id = d.timer_id`,
+    [timers.map((timer) => timer.fireAtMs), timers.map((timer) => timer.timerId)]);
+}
+
+/** Collects a written timer for onNearTimers when it falls inside the near horizon. */
+export function collectNearTimer(transaction: Transaction, timer: NewTimer, jobVersion: number, spec: JobSpec,
+  nowMs: number, nearHorizonMs: number): void {
+  if (timer.fireAtMs >= nowMs + nearHorizonMs) return;
+  const loaded: LoadedTimer = { ...timer, jobVersion, spec };
+  transaction.nearTimers.push(loaded);
+}
+
+export interface NewRun {
+  runId: string;
+  jobId: string;
+  team: string;
+  pool: string;
+  lane: Lane;
+  scheduledAtMs: number;
+  fireAtMs: number;
+  dispatchedAtMs: number;
+  status: RunStatus;
+  lastError: string | null;
+  readyAtMs: number | null;
+  finishedAtMs: number | null;
+  jobLeaseMs: number;
+  held: boolean;
+}
+
+/** Inserts runs, leaving existing run ids alone (invariant 1); answers the ids inserted. */
+export async function insertRuns(transaction: Transaction, runs: readonly NewRun[]): Promise<Set<string>> {
+  if (runs.length === 0) return new Set();
+  const result = await transaction.query<{ run_id: string }>(
+    `INSERT INTO runs (run_id, job_id, team, pool, lane, scheduled_at, fire_at, dispatched_at, status, last_error,
+                       ready_at, finished_at, job_lease_ms, held)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
+                          $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::int[], $14::bool[])
+     ON CONFLICT (run_id) DO NOTHING
+     RETURNING run_id`,
+    [
+      runs.map((run) => run.runId),
+      runs.map((run) => run.jobId),
+      runs.map((run) => run.team),
+      runs.map((run) => run.pool),
+      runs.map((run) => run.lane),
+      runs.map((run) => run.scheduledAtMs),
+      runs.map((run) => run.fireAtMs),
+      runs.map((run) => run.dispatchedAtMs),
+      runs.map((run) => run.status),
+      runs.map((run) => run.lastError),
+      runs.map((run) => run.readyAtMs),
+      runs.map((run) => run.finishedAtMs),
+      runs.map((run) => run.jobLeaseMs),
+      runs.map((run) => run.held),
+    ]);
+  return new Set(result.rows.map((row) => row.run_id));
+}
+
+export interface NewRunEvent {
+  runId: string;
+  atMs: number;
+  type: string;
+  fromStatus: RunStatus | null;
+  toStatus: RunStatus | null;
+  detail?: Record<string, unknown> | null;
+}
+
+/** Appends run events in array order (invariant 6). */
+export async function appendEvents(transaction: Transaction, events: readonly NewRunEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  await transaction.query(
+    `INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
+     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::jsonb[])`,
+    [
+      events.map((event) => event.runId),
+      events.map((event) => event.atMs),
+      events.map((event) => event.type),
+      events.map((event) => event.fromStatus),
+      events.map((event) => event.toStatus),
+      events.map((event) => (event.detail === undefined || event.detail === null ? null : jsonParam(event.detail))),
+    ]);
+}
+
+/**
+ * A `buffer_one` occurrence is held until no other active run of its job is left; this
+ * releases it (leasable from `nowMs`) once the earlier run reached a final status.
+ */
+export async function releaseHeldRuns(transaction: Transaction, jobIds: readonly string[], nowMs: number): Promise<void> {
+  if (jobIds.length === 0) return;
+  const released = await transaction.query<{ run_id: string; pool: string }>(
+    `UPDATE runs r SET held = false, ready_at = $2
+      WHERE r.job_id = ANY($1::text[]) AND r.held AND r.status = 'ready'
+        AND NOT EXISTS (SELECT 1 FROM runs a WHERE a.job_id = r.job_id AND NOT a.held
+                          AND a.status IN ('ready', 'running', 'retry_wait'))
+      RETURNING r.run_id, r.pool`,
+    [[...new Set(jobIds)], nowMs]);
+  await appendEvents(transaction, released.rows.map((row) => ({
+    runId: row.run_id, atMs: nowMs, type: 'released', fromStatus: 'ready', toStatus: 'ready',
+  })));
+  for (const row of released.rows) transaction.readyPools.add(row.pool);
+}

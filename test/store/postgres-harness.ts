@@ -1,0 +1,76 @@
+// PostgreSQL test harness: a fresh schema per store opened (dropped afterwards), peers on
+// the same schema for the racing tests, and one reachability probe that turns into a clear
+// skip reason, unless TICKLER_REQUIRE_PG=1 makes an unreachable server a failure.
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { withDefaultUser } from '../../src/store/postgres/connection.js';
+import { openPostgresStore, type PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres/index.js';
+import type { StoreHandle } from './conformance-fixtures.js';
+
+export const testPgUrl = process.env['TICKLER_TEST_PG'] ?? 'postgres://127.0.0.1:5432/test';
+
+let probe: Promise<string | undefined> | undefined;
+
+/** Undefined when PostgreSQL answers; otherwise why the PostgreSQL tests are skipped. */
+export function postgresSkipReason(): Promise<string | undefined> {
+  probe ??= (async () => {
+    const client = new pg.Client({ connectionString: withDefaultUser(testPgUrl), connectionTimeoutMillis: 2_000 });
+    try {
+      await client.connect();
+      await client.query('SELECT 1');
+      return undefined;
+    } catch (error) {
+      const reason = `PostgreSQL not reachable at ${testPgUrl} (${(error as Error).message}); `
+        + 'set TICKLER_TEST_PG, or TICKLER_REQUIRE_PG=1 to make this a failure';
+      if (process.env['TICKLER_REQUIRE_PG'] === '1') throw new Error(reason, { cause: error });
+      return reason;
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  })();
+  return probe;
+}
+
+export function freshSchemaName(): string {
+  return `t_${randomBytes(6).toString('hex')}`;
+}
+
+export async function dropSchema(schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  } finally {
+    await client.end();
+  }
+}
+
+export interface PostgresHandle extends StoreHandle {
+  store: PostgresStore;
+  schema: string;
+  openPeer(): Promise<PostgresStore>;
+}
+
+/**
+ * A store on a fresh schema. Virtual time by default (`useDatabaseClock: false`), as the
+ * conformance suite passes its own `nowMs` everywhere.
+ */
+export async function openTestStore(options: Partial<PostgresStoreOptions> = {}): Promise<PostgresHandle> {
+  const schema = options.schema ?? freshSchemaName();
+  const storeOptions: PostgresStoreOptions = { useDatabaseClock: false, poolSize: 4, ...options, url: testPgUrl, schema };
+  const store = await openPostgresStore(storeOptions);
+  const peers: PostgresStore[] = [];
+  return {
+    store,
+    schema,
+    openPeer: async () => {
+      const peer = await openPostgresStore(storeOptions);
+      peers.push(peer);
+      return peer;
+    },
+    cleanup: async () => {
+      await Promise.all([store, ...peers].map((opened) => opened.close()));
+      await dropSchema(schema);
+    },
+  };
+}
