@@ -14,7 +14,10 @@ export default tseslint.config(
     },
     rules: {
       'no-empty': ['error', { allowEmptyCatch: false }],
-      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-floating-promises': ['error', {
+        // node:test's test() and describe() return promises the runner itself awaits.
+        allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['test', 'it', 'describe', 'suite'] }],
+      }],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/no-explicit-any': 'error',
     },

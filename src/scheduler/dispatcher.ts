@@ -1,0 +1,128 @@
+/**
+ * Fire → dispatch (DESIGN.md flow 5). Turns due wheel entries into dispatch items — the
+ * firing plan of the job's schedule rules plus the shard token this node holds — and hands
+ * them to the store in batches, one transaction per batch. A shard whose lease fails the
+ * local monotonic check is not fired at all: its entries are dropped, and whoever holds the
+ * shard next reloads them from the store.
+ */
+import type { Clock } from '../clock.js';
+import { planFiring } from '../domain/firing-plan.js';
+import { dispatchBatchMax } from '../limits.js';
+import type { Logger } from '../obs/log.js';
+import type { Metrics } from '../obs/metrics.js';
+import type { DispatchItem, DispatchResult, LoadedTimer, Store } from '../store/store.js';
+import type { ScheduleCache } from './schedule-cache.js';
+import type { ShardLeaseManager } from './shard-lease-manager.js';
+
+export interface DispatchOutcome {
+  /** Timers to put back in the wheel: next occurrences within reach. */
+  nextTimers: LoadedTimer[];
+}
+
+export class Dispatcher {
+  constructor(
+    private readonly deps: {
+      store: Store;
+      clock: Clock;
+      leases: ShardLeaseManager;
+      schedules: ScheduleCache;
+      metrics: Metrics;
+      logger: Logger;
+    },
+  ) {}
+
+  /** Dispatches `due` (in fire order) in batches; answers the next timers the store wrote. */
+  async dispatch(due: readonly LoadedTimer[]): Promise<DispatchOutcome> {
+    const nextTimers: LoadedTimer[] = [];
+    for (let start = 0; start < due.length; start += dispatchBatchMax) {
+      const batch = due.slice(start, start + dispatchBatchMax);
+      await this.dispatchBatch(batch, nextTimers);
+    }
+    return { nextTimers };
+  }
+
+  private async dispatchBatch(batch: readonly LoadedTimer[], nextTimers: LoadedTimer[]): Promise<void> {
+    const { store, clock, leases, metrics, logger } = this.deps;
+    const nowMs = clock.nowMs();
+    const items: DispatchItem[] = [];
+    const timers: LoadedTimer[] = [];
+    let heldBack = 0;
+    for (const timer of batch) {
+      const lease = leases.firingLease(timer.shard);
+      if (lease === null) {
+        heldBack++;
+        continue;
+      }
+      const item = this.planItem(timer, lease.token, nowMs);
+      if (item === null) continue;
+      items.push(item);
+      timers.push(timer);
+    }
+    if (heldBack > 0) {
+      metrics.dispatchSkippedLeaseExpiredTotal.inc(heldBack);
+      logger.warn({ timers: heldBack }, 'local shard lease check failed; not firing (the store would fence it anyway)');
+    }
+    if (items.length === 0) return;
+    const results = await store.dispatch(items, nowMs);
+    const committedAtMs = clock.nowMs();
+    results.forEach((result, index) => {
+      this.account(result, items[index]!, timers[index]!, committedAtMs, nextTimers);
+    });
+  }
+
+  /** The dispatch item for one timer, or null when its job's schedule no longer compiles. */
+  private planItem(timer: LoadedTimer, shardToken: string, nowMs: number): DispatchItem | null {
+    try {
+      const schedule = this.deps.schedules.get(timer.spec);
+      const plan = planFiring(timer.jobId, timer.spec, schedule, timer, nowMs);
+      return {
+        shard: timer.shard,
+        shardToken,
+        timerId: timer.timerId,
+        jobId: timer.jobId,
+        occurrences: plan.occurrences,
+        ...(plan.summary === undefined ? {} : { summary: plan.summary }),
+        nextTimer: plan.nextTimer,
+      };
+    } catch (error) {
+      // A stored job whose schedule stopped compiling (say, a time zone removed from the
+      // system's tz database) must be seen, not silently skipped forever.
+      this.deps.logger.error({ err: error, jobId: timer.jobId }, 'cannot plan the firing of a stored job');
+      return null;
+    }
+  }
+
+  private account(result: DispatchResult, item: DispatchItem, timer: LoadedTimer, committedAtMs: number,
+    nextTimers: LoadedTimer[]): void {
+    const { metrics } = this.deps;
+    if (result.kind === 'stale_token') {
+      metrics.dispatchRejectedStaleTokenTotal.inc();
+      return;
+    }
+    if (result.kind === 'timer_gone') {
+      metrics.timersGoneTotal.inc();
+      return;
+    }
+    for (const run of result.runs) {
+      if (!run.inserted) {
+        metrics.dispatchDuplicatesTotal.inc();
+        continue;
+      }
+      metrics.dispatchesTotal.inc({ status: run.status });
+    }
+    if (result.runs.some((run) => run.inserted)) {
+      metrics.fireLagSeconds.observe({ lane: timer.spec.lane }, Math.max(0, committedAtMs - timer.fireAtMs) / 1000);
+    }
+    if (result.nextTimerId !== null && item.nextTimer !== null) {
+      nextTimers.push({
+        timerId: result.nextTimerId,
+        jobId: timer.jobId,
+        shard: timer.shard,
+        fireAtMs: item.nextTimer.fireAtMs,
+        scheduledAtMs: item.nextTimer.scheduledAtMs,
+        jobVersion: timer.jobVersion,
+        spec: timer.spec,
+      });
+    }
+  }
+}

@@ -1,0 +1,216 @@
+/**
+ * One scheduler node: shard leases, the loader that fills a timing wheel with the next
+ * `loadHorizonMs` of the node's shards, the near-timer path, the wheel driver that fires
+ * due entries through the Dispatcher, the reconciler, and the worker-lease sweeper.
+ *
+ * Memory is bounded by the load window (DESIGN.md flow 4): the wheel only ever holds timers
+ * due before `now + horizon`, loaded page by page, with payloads dropped.
+ */
+import type { Clock, TimerHandle } from '../clock.js';
+import { TimingWheel } from '../domain/timing-wheel.js';
+import { catchUpDispatchShareDefault, loadPageMax, shardCount, wheelTickMs, type TimingConfig } from '../limits.js';
+import type { Logger } from '../obs/log.js';
+import type { Metrics } from '../obs/metrics.js';
+import type { LoadedTimer, Store } from '../store/store.js';
+import { Dispatcher } from './dispatcher.js';
+import { Reconciler } from './reconciler.js';
+import { RunLeaseSweeper } from './run-lease-sweeper.js';
+import { ScheduleCache } from './schedule-cache.js';
+import { ShardLeaseManager, allShardsPlanner, type ShardPlanner } from './shard-lease-manager.js';
+
+export interface SchedulerOptions {
+  store: Store;
+  clock: Clock;
+  nodeId: string;
+  timing: TimingConfig;
+  metrics: Metrics;
+  logger: Logger;
+  planner?: ShardPlanner;
+  forceFirstAcquire?: boolean;
+  /** Dispatches per second the node is sized for; `catch_up: all` backlogs get a share of it. */
+  dispatchCapacityPerSecond?: number;
+}
+
+export interface SchedulerStatus {
+  shardsOwned: number;
+  wheelTimers: number;
+}
+
+export class Scheduler {
+  readonly leases: ShardLeaseManager;
+  private readonly wheel: TimingWheel<LoadedTimer>;
+  private readonly dispatcher: Dispatcher;
+  private readonly reconciler: Reconciler;
+  private readonly sweeper: RunLeaseSweeper;
+  private readonly schedules = new ScheduleCache();
+  private wakeTimer: TimerHandle | null = null;
+  private wakeAtMs = Infinity;
+  private refreshTimer: TimerHandle | null = null;
+  private firing: Promise<void> | null = null;
+  private stopped = false;
+  private unsubscribeNearTimers: (() => void) | null = null;
+  private catchUpNextSlotMs = 0;
+  private readonly catchUpSpacingMs: number;
+
+  constructor(private readonly options: SchedulerOptions) {
+    const { store, clock, metrics, logger, timing } = options;
+    this.wheel = new TimingWheel({ tickMs: wheelTickMs, startMs: clock.nowMs() });
+    this.leases = new ShardLeaseManager({
+      store, clock, metrics, logger, timing,
+      nodeId: options.nodeId,
+      planner: options.planner ?? allShardsPlanner(shardCount),
+      forceFirstAcquire: options.forceFirstAcquire ?? false,
+      onGained: (shards) => {
+        void this.loadShards(new Set(shards));
+      },
+      onLost: (shards) => {
+        const lost = new Set(shards);
+        this.wheel.removeWhere((timer) => lost.has(timer.shard));
+        metrics.wheelTimers.set(this.wheel.size);
+      },
+    });
+    this.dispatcher = new Dispatcher({ store, clock, leases: this.leases, schedules: this.schedules, metrics, logger });
+    this.reconciler = new Reconciler({ store, clock, metrics, logger, schedules: this.schedules,
+      intervalMs: timing.reconcileIntervalMs, isLeader: () => this.leases.firingLease(0) !== null });
+    this.sweeper = new RunLeaseSweeper({ store, clock, metrics, logger, intervalMs: timing.leaseSweepIntervalMs });
+    const catchUpPerSecond = (options.dispatchCapacityPerSecond ?? 5_000) * catchUpDispatchShareDefault;
+    this.catchUpSpacingMs = 1_000 / catchUpPerSecond;
+  }
+
+  async start(): Promise<void> {
+    this.unsubscribeNearTimers = this.options.store.onNearTimers((timers) => this.acceptNearTimers(timers));
+    await this.leases.start();
+    this.armRefresh();
+    this.reconciler.start();
+    this.sweeper.start();
+  }
+
+  /** Stops firing, waits for the batch in flight, and hands the shards back. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.unsubscribeNearTimers?.();
+    this.wakeTimer?.cancel();
+    this.refreshTimer?.cancel();
+    this.reconciler.stop();
+    this.sweeper.stop();
+    await this.firing;
+    await this.leases.stop();
+    this.wheel.clear();
+  }
+
+  status(): SchedulerStatus {
+    return { shardsOwned: this.leases.ownedShards().length, wheelTimers: this.wheel.size };
+  }
+
+  /** A worker lease or retry was granted with this deadline; make sure the sweeper wakes for it. */
+  noteRunDeadline(atMs: number): void {
+    this.sweeper.noteDeadline(atMs);
+  }
+
+  private armRefresh(): void {
+    if (this.stopped) return;
+    const { clock, timing } = this.options;
+    this.refreshTimer = clock.setTimer(clock.nowMs() + timing.loadRefreshIntervalMs, async () => {
+      await this.loadShards(null);
+      this.armRefresh();
+    });
+  }
+
+  /** Reads `[.., now + horizon)` of the given shards (all owned ones when null) into the wheel. */
+  private async loadShards(only: Set<number> | null): Promise<void> {
+    const { store, clock, timing, logger, metrics } = this.options;
+    const shards = this.leases.ownedShards().filter((shard) => only === null || only.has(shard));
+    if (shards.length === 0 || this.stopped) return;
+    const untilMs = clock.nowMs() + timing.loadHorizonMs;
+    let after: { fireAtMs: number; timerId: string } | undefined;
+    try {
+      for (;;) {
+        const page = await store.loadTimers({ shards, untilMs, limit: loadPageMax, ...(after === undefined ? {} : { after }) });
+        this.insertTimers(page);
+        if (page.length < loadPageMax) break;
+        const last = page[page.length - 1]!;
+        after = { fireAtMs: last.fireAtMs, timerId: last.timerId };
+      }
+    } catch (error) {
+      logger.error({ err: error }, 'loading timers failed; the next refresh retries');
+    }
+    metrics.wheelTimers.set(this.wheel.size);
+  }
+
+  private acceptNearTimers(timers: readonly LoadedTimer[]): void {
+    if (this.stopped) return;
+    const horizonEndMs = this.options.clock.nowMs() + this.options.timing.loadHorizonMs;
+    this.insertTimers(timers.filter((timer) => timer.fireAtMs < horizonEndMs && this.leases.firingLease(timer.shard) !== null));
+  }
+
+  private insertTimers(timers: readonly LoadedTimer[]): void {
+    if (timers.length === 0) return;
+    for (const timer of timers) {
+      // Payloads stay in the store: the wheel holds what firing needs, nothing more.
+      this.wheel.insert(timer.timerId, timer.fireAtMs, { ...timer, spec: { ...timer.spec, payload: null } });
+    }
+    this.options.metrics.wheelTimers.set(this.wheel.size);
+    this.armWake();
+  }
+
+  /** Arms the clock for the wheel's earliest entry, unless an earlier wake is armed. */
+  private armWake(): void {
+    if (this.stopped || this.firing !== null) return;
+    const nextDueMs = this.wheel.nextDueMs();
+    if (nextDueMs === null || nextDueMs >= this.wakeAtMs) return;
+    this.wakeTimer?.cancel();
+    this.wakeAtMs = nextDueMs;
+    this.wakeTimer = this.options.clock.setTimer(nextDueMs, () => this.fire());
+  }
+
+  /** Fires everything due, batch after batch, until the wheel has nothing due. */
+  private fire(): Promise<void> {
+    this.wakeTimer = null;
+    this.wakeAtMs = Infinity;
+    if (this.firing !== null) return this.firing;
+    this.firing = (async () => {
+      try {
+        for (;;) {
+          if (this.stopped) return;
+          const due = this.wheel.advance(this.options.clock.nowMs());
+          if (due.length === 0) return;
+          const outcome = await this.dispatcher.dispatch(due);
+          this.requeue(outcome.nextTimers);
+        }
+      } catch (error) {
+        this.options.logger.error({ err: error }, 'dispatch failed; its timers stay pending and are reloaded');
+        this.scheduleReloadSoon();
+      } finally {
+        this.firing = null;
+        this.options.metrics.wheelTimers.set(this.wheel.size);
+        this.armWake();
+      }
+    })();
+    return this.firing;
+  }
+
+  /**
+   * Next occurrences go straight back into the wheel when within the horizon. An overdue one
+   * is a `catch_up: all` backlog: it is paced at a share of dispatch capacity so that a
+   * backlog cannot starve current work.
+   */
+  private requeue(nextTimers: readonly LoadedTimer[]): void {
+    const nowMs = this.options.clock.nowMs();
+    const horizonEndMs = nowMs + this.options.timing.loadHorizonMs;
+    for (const timer of nextTimers) {
+      if (timer.fireAtMs >= horizonEndMs) continue;
+      let wheelAtMs = timer.fireAtMs;
+      if (timer.fireAtMs < nowMs) {
+        this.catchUpNextSlotMs = Math.max(nowMs, this.catchUpNextSlotMs + this.catchUpSpacingMs);
+        wheelAtMs = this.catchUpNextSlotMs;
+      }
+      this.wheel.insert(timer.timerId, wheelAtMs, timer);
+    }
+  }
+
+  private scheduleReloadSoon(): void {
+    if (this.stopped) return;
+    const { clock } = this.options;
+    clock.setTimer(clock.nowMs() + 1_000, () => this.loadShards(null));
+  }
+}

@@ -1,0 +1,195 @@
+// The scheduler node on a real SQLite file under the virtual clock: it fires at the fire
+// time, keeps recurrence going, never fires a cancelled job, is fenced when another node
+// takes its shards, repairs a broken chain, and fires late rather than never after a restart.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { VirtualClock } from '../../src/clock.js';
+import { runIdOf } from '../../src/domain/identity.js';
+import { timingDefaults, type TimingConfig } from '../../src/limits.js';
+import { silentLogger } from '../../src/obs/log.js';
+import { Metrics } from '../../src/obs/metrics.js';
+import { Scheduler } from '../../src/scheduler/scheduler.js';
+import { openSqliteStore } from '../../src/store/sqlite/index.js';
+import type { Store } from '../../src/store/store.js';
+import { jobInput, jobSpec } from '../fixtures/jobs.js';
+
+const startMs = Date.parse('2026-11-29T00:00:00.000Z');
+const timing: TimingConfig = { ...timingDefaults };
+
+interface Harness {
+  store: Store;
+  clock: VirtualClock;
+  metrics: Metrics;
+  scheduler: Scheduler;
+  path: string;
+  cleanup(): Promise<void>;
+}
+
+async function harness(options: { path?: string; clock?: VirtualClock; nodeId?: string; force?: boolean } = {}): Promise<Harness> {
+  const dir = options.path === undefined ? mkdtempSync(join(tmpdir(), 'tickler-scheduler-')) : null;
+  const path = options.path ?? join(dir!, 'tickler.db');
+  const clock = options.clock ?? new VirtualClock(startMs);
+  const store = await openSqliteStore({ path });
+  const metrics = new Metrics();
+  const scheduler = new Scheduler({
+    store, clock, metrics, timing, logger: silentLogger(), nodeId: options.nodeId ?? 'node-a',
+    forceFirstAcquire: options.force ?? false,
+  });
+  await scheduler.start();
+  return {
+    store, clock, metrics, scheduler, path,
+    cleanup: async () => {
+      await scheduler.stop();
+      await store.close();
+      if (dir !== null) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function counterValue(metrics: Metrics, name: string): Promise<number> {
+  const metric = (await metrics.registry.getMetricsAsJSON()).find((entry) => entry.name === name);
+  return (metric?.values ?? []).reduce((sum, value) => sum + Number(value.value), 0);
+}
+
+test('a one-shot timer fires at its time, not before, and the job is done', async () => {
+  const h = await harness();
+  try {
+    const atMs = startMs + 90_000;
+    const [outcome] = await h.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)], startMs);
+    assert.equal(outcome!.kind, 'created');
+    const jobId = outcome!.job.jobId;
+    await h.clock.advance(89_999);
+    assert.equal(await h.store.getRun(null, runIdOf(jobId, atMs)), null, 'nothing before its time');
+    await h.clock.advance(1);
+    const run = await h.store.getRun(null, runIdOf(jobId, atMs));
+    assert.equal(run?.status, 'ready');
+    assert.equal(run?.dispatchedAtMs, atMs);
+    assert.equal((await h.store.getJob(null, jobId))?.state, 'done');
+  } finally {
+    await h.cleanup();
+  }
+});
+
+test('a recurring job fires every occurrence and always has exactly one next timer (invariant 3)', async () => {
+  const h = await harness();
+  try {
+    const [outcome] = await h.store.createJobs([jobInput(jobSpec({ cron: '*/10 * * * * *', tz: 'UTC' }), startMs)], startMs);
+    const jobId = outcome!.job.jobId;
+    await h.clock.advance(60_000);
+    const runs = await h.store.listRuns({ team: null, jobId, limit: 100 });
+    const scheduled = runs.items.map((run) => run.scheduledAtMs).sort((a, b) => a - b);
+    assert.deepEqual(scheduled, [1, 2, 3, 4, 5, 6].map((n) => startMs + n * 10_000));
+    const job = await h.store.getJob(null, jobId);
+    assert.equal(job?.nextScheduledAtMs, startMs + 70_000);
+    assert.equal(await h.store.countJobsWithoutTimer(), 0);
+  } finally {
+    await h.cleanup();
+  }
+});
+
+test('a job cancelled after its timer was wheeled never fires (invariant 7)', async () => {
+  const h = await harness();
+  try {
+    const atMs = startMs + 5_000;
+    const [outcome] = await h.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)], startMs);
+    const jobId = outcome!.job.jobId;
+    assert.equal(h.scheduler.status().wheelTimers, 1, 'the near-timer path put it in the wheel');
+    await h.store.cancelJob(null, jobId, startMs + 1_000);
+    await h.clock.advance(10_000);
+    assert.equal(await h.store.getRun(null, runIdOf(jobId, atMs)), null);
+    assert.equal(await counterValue(h.metrics, 'tickler_dispatch_timer_gone_total'), 1);
+  } finally {
+    await h.cleanup();
+  }
+});
+
+test('a node whose shards were taken is fenced at the sink and counts it (invariant 2)', async () => {
+  const a = await harness({ nodeId: 'node-a' });
+  const b = await harness({ path: a.path, clock: a.clock, nodeId: 'node-b' });
+  try {
+    assert.equal(a.scheduler.status().shardsOwned, 1024);
+    assert.equal(b.scheduler.status().shardsOwned, 0, 'a live holder keeps its shards');
+    const atMs = startMs + 1_000;
+    const [outcome] = await a.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)], startMs);
+    const jobId = outcome!.job.jobId;
+    // Node b takes every shard by force while a still has the timer in its wheel and still
+    // believes its lease valid: a zombie. Its dispatch must be rejected by the token check.
+    await b.store.acquireShardLeases('node-b', Array.from({ length: 1024 }, (_, shard) => shard),
+      timing.shardLeaseTtlMs, startMs, { force: true });
+    const runBefore = await a.store.getRun(null, runIdOf(jobId, atMs));
+    assert.equal(runBefore, null);
+    await a.clock.advance(1_000);
+    assert.ok(await counterValue(a.metrics, 'tickler_dispatch_rejected_stale_token_total') >= 1);
+    assert.equal(await a.store.getRun(null, runIdOf(jobId, atMs)), null, 'the zombie wrote nothing');
+  } finally {
+    await b.cleanup();
+    await a.cleanup();
+  }
+});
+
+test('timers due while no scheduler ran fire late, not never, after a restart', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tickler-restart-'));
+  const path = join(dir, 'tickler.db');
+  try {
+    const first = await harness({ path, nodeId: 'node-a' });
+    const atMs = startMs + 60_000;
+    const [outcome] = await first.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)], startMs);
+    const jobId = outcome!.job.jobId;
+    await first.cleanup();
+    const later = new VirtualClock(startMs + 3_600_000);
+    const second = await harness({ path, clock: later, nodeId: 'node-a2' });
+    try {
+      await later.advance(0);
+      const run = await second.store.getRun(null, runIdOf(jobId, atMs));
+      assert.equal(run?.status, 'ready');
+      assert.equal(run?.dispatchedAtMs, startMs + 3_600_000);
+    } finally {
+      await second.cleanup();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the reconciler gives an active recurring job without a timer its next one back', async () => {
+  const h = await harness();
+  try {
+    const [outcome] = await h.store.createJobs([jobInput(jobSpec({ cron: '0 * * * *', tz: 'UTC' }), startMs)], startMs);
+    const job = outcome!.job;
+    // Break the chain the way a bug would: the job stays active, its timer is gone.
+    const broken = await h.store.changeJob({ team: null, jobId: job.jobId, expectedVersion: job.version, timer: null, nowMs: startMs });
+    assert.equal(broken.kind, 'changed');
+    assert.equal(await h.store.countJobsWithoutTimer(), 1);
+    await h.clock.advance(timing.reconcileIntervalMs);
+    assert.equal(await h.store.countJobsWithoutTimer(), 0);
+    assert.equal(await counterValue(h.metrics, 'tickler_reconciler_repairs_total'), 1);
+    await h.clock.advance(3_600_000);
+    const runs = await h.store.listRuns({ team: null, jobId: job.jobId, limit: 10 });
+    assert.equal(runs.items.length, 1, 'and it fires again');
+  } finally {
+    await h.cleanup();
+  }
+});
+
+test('an expired worker lease re-offers the run as the next attempt', async () => {
+  const h = await harness();
+  try {
+    const atMs = startMs + 1_000;
+    const [outcome] = await h.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)], startMs);
+    await h.clock.advance(1_000);
+    const [leased] = await h.store.leaseRuns({ team: null, pool: 'default', max: 1, leaseMs: 10_000, workerId: 'w1', nowMs: h.clock.nowMs() });
+    assert.equal(leased?.attempt, 1);
+    h.scheduler.noteRunDeadline(leased!.leaseExpiresAtMs);
+    await h.clock.advance(10_000);
+    const run = await h.store.getRun(null, runIdOf(outcome!.job.jobId, atMs));
+    assert.equal(run?.status, 'ready');
+    const [again] = await h.store.leaseRuns({ team: null, pool: 'default', max: 1, leaseMs: 10_000, workerId: 'w2', nowMs: h.clock.nowMs() });
+    assert.equal(again?.attempt, 2);
+    assert.notEqual(again?.fencingToken, leased?.fencingToken);
+  } finally {
+    await h.cleanup();
+  }
+});
