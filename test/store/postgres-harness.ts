@@ -57,7 +57,7 @@ export interface PostgresHandle extends StoreHandle {
  */
 export async function openTestStore(options: Partial<PostgresStoreOptions> = {}): Promise<PostgresHandle> {
   const schema = options.schema ?? freshSchemaName();
-  const storeOptions: PostgresStoreOptions = { useDatabaseClock: false, poolSize: 4, ...options, url: testPgUrl, schema };
+  const storeOptions: PostgresStoreOptions = { useDatabaseClock: false, poolSize: 4, ...options, url: options.url ?? testPgUrl, schema };
   const store = await openPostgresStore(storeOptions);
   const peers: PostgresStore[] = [];
   return {

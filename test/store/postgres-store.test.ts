@@ -1,0 +1,226 @@
+// What only the PostgreSQL store has (issue 4): migrations racing from several nodes, timer
+// partitions created ahead and dropped when past and empty, notifications across store
+// instances, shard-lease expiry by the database's clock, and outages that answer
+// `unavailable` fast and heal without a restart (a TCP proxy we control stands between the
+// store and the server, so "PostgreSQL went away" is real and local to the test).
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import net from 'node:net';
+import { describe, it } from 'node:test';
+import { isTicklerError } from '../../src/errors.js';
+import { openPostgresStore } from '../../src/store/postgres/index.js';
+import { listPartitions, partitionDurationMs } from '../../src/store/postgres/partitions.js';
+import type { LoadedTimer } from '../../src/store/store.js';
+import { createJob, jobRecord, jobSpec, pendingTimerOf, t0Ms, timerAt } from './conformance-fixtures.js';
+import { dropSchema, freshSchemaName, openTestStore, postgresSkipReason, testPgUrl } from './postgres-harness.js';
+
+const skip = await postgresSkipReason();
+
+/** Resolves with the first value `subscribe` delivers that satisfies `accept`. */
+function nextEvent<T>(subscribe: (listener: (value: T) => void) => () => void, accept: (value: T) => boolean = () => true):
+  Promise<T> {
+  return new Promise((resolve) => {
+    const unsubscribe = subscribe((value) => {
+      if (!accept(value)) return;
+      unsubscribe();
+      resolve(value);
+    });
+  });
+}
+
+async function expectUnavailable(call: Promise<unknown>, withinMs: number): Promise<void> {
+  const startedMs = performance.now();
+  await assert.rejects(call, (error: unknown) => isTicklerError(error) && error.code === 'unavailable');
+  assert.ok(performance.now() - startedMs < withinMs, `rejected within ${withinMs} ms`);
+}
+
+void describe('postgres store', { skip: skip ?? false }, () => {
+  void it('migrates once when several nodes start at once', async () => {
+    const schema = freshSchemaName();
+    try {
+      const stores = await Promise.all(Array.from({ length: 4 }, () =>
+        openPostgresStore({ url: testPgUrl, schema, useDatabaseClock: false, poolSize: 2 })));
+      const versions = await stores[0]!.pool.query<{ version: number }>('SELECT version FROM tickler_migrations');
+      assert.deepEqual(versions.rows.map((row) => row.version), [1]);
+      await Promise.all(stores.map((store) => store.close()));
+    } finally {
+      await dropSchema(schema);
+    }
+  });
+
+  void it('creates partitions ahead, moves rows out of the default one, drops past empty ones', async () => {
+    const handle = await openTestStore();
+    try {
+      const { store } = handle;
+      const dayMs = partitionDurationMs;
+      // Far from the real date, so the partitions made at open (by the database clock) are past.
+      const baseMs = t0Ms + 400 * dayMs;
+      const dayName = (atMs: number): string => `timers_${new Date(atMs).toISOString().slice(0, 10).replaceAll('-', '')}`;
+      const first = await store.maintainPartitions(baseMs);
+      assert.deepEqual(first.created, [0, 1, 2, 3].map((day) => dayName(baseMs + day * dayMs)), 'today and three ahead');
+      const farJob = await createJob(store, { nowMs: baseMs, timer: timerAt(baseMs + 10 * dayMs) });
+      const soonJob = await createJob(store, { nowMs: baseMs, timer: timerAt(baseMs + 60_000) });
+      const client = await store.pool.connect();
+      try {
+        const defaultRows = await client.query('SELECT timer_id FROM timers_default');
+        assert.equal(defaultRows.rowCount, 1, 'only the far-future timer waits in the default partition');
+        // Ten days later: the far timer's day gets its partition; the first days are past.
+        const later = await store.maintainPartitions(baseMs + 10 * dayMs);
+        assert.ok(later.created.includes(dayName(baseMs + 10 * dayMs)));
+        assert.equal((await client.query('SELECT 1 FROM timers_default')).rowCount, 0, 'moved out of the default');
+        assert.deepEqual(later.dropped.sort(), [1, 2, 3].map((day) => dayName(baseMs + day * dayMs)),
+          'past empty partitions dropped; the one holding an overdue timer kept');
+        assert.equal((await pendingTimerOf(store, farJob))?.fireAtMs, baseMs + 10 * dayMs);
+        assert.equal((await pendingTimerOf(store, soonJob))?.fireAtMs, baseMs + 60_000, 'an overdue timer survives');
+        await store.cancelJob(null, soonJob.jobId, baseMs + 10 * dayMs);
+        const afterCancel = await store.maintainPartitions(baseMs + 10 * dayMs);
+        assert.deepEqual(afterCancel.dropped, [dayName(baseMs)], 'its partition leaves once the cancel emptied it');
+        const names = (await listPartitions(client)).map((partition) => partition.name).sort();
+        assert.deepEqual(names, [...[10, 11, 12, 13].map((day) => dayName(baseMs + day * dayMs)), 'timers_default']);
+      } finally {
+        client.release();
+      }
+    } finally {
+      await handle.cleanup();
+    }
+  });
+
+  void it('tells listeners in another store instance about ready runs and near timers, chunked', async () => {
+    const handle = await openTestStore();
+    try {
+      const { store } = handle;
+      const peer = await handle.openPeer();
+      const job = await createJob(store, { timer: null });
+      const readyPool = nextEvent<string>((listener) => peer.onRunsReady(listener));
+      await store.triggerJob(null, job.jobId, t0Ms);
+      assert.equal(await readyPool, 'pool-a');
+
+      // 300 near timers in one create: more than one 8000-byte NOTIFY payload.
+      const jobs = Array.from({ length: 300 }, () => jobRecord(jobSpec(), t0Ms));
+      const heard = new Map<string, LoadedTimer>();
+      const allHeard = new Promise<void>((resolve) => {
+        const unsubscribe = peer.onNearTimers((timers) => {
+          for (const timer of timers) heard.set(timer.jobId, timer);
+          if (heard.size === jobs.length) {
+            unsubscribe();
+            resolve();
+          }
+        });
+      });
+      await store.createJobs(jobs.map((record) => ({ job: record, timer: timerAt(t0Ms + 1_000) })), t0Ms);
+      await allHeard;
+      const sample = heard.get(jobs[0]!.jobId)!;
+      assert.equal(sample.fireAtMs, t0Ms + 1_000);
+      assert.deepEqual(sample.spec, jobs[0]!.spec, 'the listener gets the spec, loaded from the database');
+    } finally {
+      await handle.cleanup();
+    }
+  });
+
+  void it('judges shard-lease expiry by the database clock, whatever nowMs the caller passes', async () => {
+    const handle = await openTestStore({ useDatabaseClock: true });
+    try {
+      const { store } = handle;
+      const dbNow = await store.pool.query<{ now_ms: number }>(
+        'SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms');
+      const ttlMs = 300;
+      const [lease] = await store.acquireShardLeases('node-a', [3], ttlMs, 0);
+      assert.ok(lease !== undefined);
+      assert.ok(Math.abs(lease.expiresAtMs - (dbNow.rows[0]!.now_ms + ttlMs)) < 1_000, 'expiry from the database clock');
+      // A caller clock far in the future does not make the lease look expired.
+      assert.deepEqual(await store.acquireShardLeases('node-b', [3], ttlMs, Number.MAX_SAFE_INTEGER - ttlMs), []);
+      // Real time has to pass here: the database clock is the thing under test.
+      let takeover: Awaited<ReturnType<typeof store.acquireShardLeases>> = [];
+      while (takeover.length === 0) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        takeover = await store.acquireShardLeases('node-b', [3], ttlMs, 0);
+      }
+      assert.ok(BigInt(takeover[0]!.token) > BigInt(lease.token));
+      assert.deepEqual(await store.renewShardLeases('node-a', [lease], ttlMs, 0), [], 'the old holder cannot renew');
+    } finally {
+      await handle.cleanup();
+    }
+  });
+
+  void it('rejects with unavailable within seconds when the server is unreachable', async () => {
+    const closed = net.createServer();
+    closed.listen(0, '127.0.0.1');
+    await once(closed, 'listening');
+    const port = (closed.address() as net.AddressInfo).port;
+    closed.close();
+    await once(closed, 'close');
+    const url = new URL(testPgUrl);
+    url.port = String(port);
+    await expectUnavailable(openPostgresStore({ url: url.toString(), schema: freshSchemaName() }), 5_000);
+  });
+
+  void it('answers unavailable during an outage, then carries on, listening again, once the server is back', async () => {
+    const proxy = await startProxy(new URL(testPgUrl));
+    const url = new URL(testPgUrl);
+    url.port = String(proxy.port);
+    const handle = await openTestStore({ url: url.toString() });
+    try {
+      const { store } = handle;
+      const peer = await openPostgresStore({ url: testPgUrl, schema: handle.schema, useDatabaseClock: false });
+      try {
+        const job = await createJob(store, { timer: null });
+        await proxy.stop();
+        await expectUnavailable(store.getJob(null, job.jobId), 5_000);
+        await expectUnavailable(store.triggerJob(null, job.jobId, t0Ms), 5_000);
+        await proxy.restart();
+        assert.equal((await store.getJob(null, job.jobId))?.jobId, job.jobId, 'the pool reconnects');
+        await store.waitUntilListening();
+        const heard = nextEvent<string>((listener) => store.onRunsReady(listener));
+        await peer.triggerJob(null, job.jobId, t0Ms + 1);
+        assert.equal(await heard, 'pool-a', 'the LISTEN connection came back');
+      } finally {
+        await peer.close();
+      }
+    } finally {
+      await handle.cleanup();
+      await proxy.stop();
+    }
+  });
+});
+
+/** A TCP proxy to PostgreSQL that can drop every connection and refuse new ones, then come back. */
+async function startProxy(target: URL): Promise<{ port: number; stop(): Promise<void>; restart(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  let server: net.Server | null = null;
+  let port = 0;
+  const listen = async (): Promise<void> => {
+    const created = net.createServer((client) => {
+      const upstream = net.connect(Number(target.port || 5432), target.hostname);
+      for (const socket of [client, upstream]) {
+        sockets.add(socket);
+        socket.on('close', () => sockets.delete(socket));
+        socket.on('error', () => {
+          client.destroy();
+          upstream.destroy();
+        });
+      }
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    created.listen(port, '127.0.0.1');
+    await once(created, 'listening');
+    port = (created.address() as net.AddressInfo).port;
+    server = created;
+  };
+  await listen();
+  return {
+    get port() {
+      return port;
+    },
+    stop: async () => {
+      const current = server;
+      server = null;
+      for (const socket of sockets) socket.destroy();
+      if (current !== null) {
+        current.close();
+        await once(current, 'close');
+      }
+    },
+    restart: listen,
+  };
+}
