@@ -1,0 +1,159 @@
+/**
+ * The HTTP API (API.md), built by a factory that does not listen: the server wiring calls
+ * `listen()`, tests call `app.inject()` (STYLE.md §5). Input is strict: unknown fields are
+ * rejected, not stripped, and nothing is coerced in a body (`"5"` is not `5`); query
+ * strings, which are text by nature, are converted to their declared types.
+ *
+ * Validation uses TypeBox's compiler rather than ajv: it checks the same JSON Schemas,
+ * never removes properties and never coerces a body, which is the strictness asked of
+ * ajv (`removeAdditional: false`, `coerceTypes: false`); the ajv options are still set to
+ * those values in case a route ever falls back to ajv.
+ */
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyInstance, type RawServerDefault } from 'fastify';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Clock, VirtualClock } from '../clock.js';
+import type { Metrics } from '../obs/metrics.js';
+import type { Logger } from '../obs/log.js';
+import type { Store } from '../store/store.js';
+import * as limits from '../limits.js';
+import { TicklerError } from '../errors.js';
+import { JobService } from '../service/job-service.js';
+import { RunService } from '../service/run-service.js';
+import { LeaseWaiters } from '../service/lease-waiters.js';
+import { parseJsonBody } from './json-body.js';
+import { toTicklerError } from './http-errors.js';
+import { resolveCaller, type AuthLevel, type Caller } from './auth.js';
+import { registerJobRoutes } from './routes-jobs.js';
+import { registerRunRoutes } from './routes-runs.js';
+import { registerOperationRoutes } from './routes-operations.js';
+import { collectRoutes, type RouteDoc } from './openapi.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Who may call the route; routes without it need a team key. */
+    auth?: AuthLevel;
+  }
+  interface FastifyRequest {
+    caller: Caller | null;
+    /** The body text as given, for key idempotency; null without a body. */
+    rawBody: string | null;
+  }
+}
+
+export interface ApiConfig {
+  /** key → team; null = open mode (every caller is team 'default'); team 'admin' is an admin. */
+  apiKeys: Map<string, string> | null;
+  payloadBytesMax: number;
+  cronToleranceDefaultS: number;
+}
+
+export interface AppDeps {
+  store: Store;
+  clock: Clock;
+  virtualClock: VirtualClock | null;
+  metrics: Metrics;
+  logger: Logger;
+  config: ApiConfig;
+  /** /readyz: store reachable and shards owned (the server wiring provides it). */
+  readiness(): Promise<{ ready: boolean; detail: Record<string, unknown> }>;
+}
+
+export type App = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
+
+/** What route modules share. */
+export interface ApiContext {
+  deps: AppDeps;
+  jobs: JobService;
+  runs: RunService;
+  waiters: LeaseWaiters;
+  routes: RouteDoc[];
+}
+
+export function defaultApiConfig(): ApiConfig {
+  return { apiKeys: null, payloadBytesMax: limits.payloadBytesMax, cronToleranceDefaultS: limits.cronToleranceSecondsDefault };
+}
+
+export function buildApp(deps: AppDeps): FastifyInstance {
+  const app: App = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    // One log line per request is too many at thousands of requests a second; errors are logged.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: limits.requestBodyBytesMax,
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+    return503OnClosing: true,
+    // Long ids must reach the handler and answer 404 like any unknown id, not 414.
+    routerOptions: { maxParamLength: 65_536, ignoreTrailingSlash: false },
+    // Malformed URLs (bad percent-encoding) answer in the error shape of every other error.
+    frameworkErrors: (error, _request, reply) => {
+      deps.metrics.httpErrorsTotal.inc({ code: 'not_found' });
+      const body = new TicklerError('not_found', `no such resource: ${error.message.slice(0, 200)}`).toBody();
+      // The reply of a request no route matched has no route generics to type it by.
+      void (reply as unknown as FastifyReply).code(404).send(body);
+    },
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false } },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+  app.setValidatorCompiler(TypeBoxValidatorCompiler);
+  installJsonParser(app);
+  app.decorateRequest('caller', null);
+  app.decorateRequest('rawBody', null);
+
+  const context: ApiContext = {
+    deps,
+    jobs: new JobService({
+      store: deps.store, clock: deps.clock, metrics: deps.metrics,
+      cronToleranceDefaultS: deps.config.cronToleranceDefaultS, payloadBytesMax: deps.config.payloadBytesMax,
+    }),
+    runs: new RunService({ store: deps.store, clock: deps.clock, metrics: deps.metrics, resultBytesMax: limits.resultBytesMax }),
+    waiters: new LeaseWaiters(deps.store, deps.clock, deps.logger),
+    routes: collectRoutes(app),
+  };
+
+  app.addHook('onRequest', async (request) => {
+    if (request.is404) return;
+    request.caller = resolveCaller(deps.config.apiKeys, request.headers.authorization, request.routeOptions.config.auth ?? 'team');
+  });
+  installErrorHandling(app, deps);
+  registerJobRoutes(app, context);
+  registerRunRoutes(app, context);
+  registerOperationRoutes(app, context);
+  app.addHook('onClose', async () => {
+    context.waiters.close();
+  });
+  return app as unknown as FastifyInstance;
+}
+
+/** JSON bodies keep their raw text; nesting and prototype keys are checked before use. */
+function installJsonParser(app: App): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = body as string;
+    request.rawBody = text;
+    try {
+      done(null, parseJsonBody(text, limits.jsonDepthMax));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
+  });
+}
+
+function installErrorHandling(app: App, deps: AppDeps): void {
+  app.setErrorHandler((error, request, reply) => {
+    const known = toTicklerError(error);
+    if (known === null) {
+      deps.metrics.httpErrorsTotal.inc({ code: 'internal' });
+      request.log.error({ err: error, method: request.method, url: request.url }, 'request failed');
+      return reply.code(500).send({ error: { code: 'internal', message: 'internal error; see the server log' } });
+    }
+    deps.metrics.httpErrorsTotal.inc({ code: known.code });
+    if (known.status >= 500) request.log.warn({ err: error, url: request.url }, 'request answered %d', known.status);
+    if (known.code === 'unauthorized') void reply.header('www-authenticate', 'Bearer');
+    return reply.code(known.status).send(known.toBody());
+  });
+  app.setNotFoundHandler((request, reply) => {
+    deps.metrics.httpErrorsTotal.inc({ code: 'not_found' });
+    const error = new TicklerError('not_found', `no route ${request.method} ${request.url.slice(0, 200)}`);
+    return reply.code(404).send(error.toBody());
+  });
+}

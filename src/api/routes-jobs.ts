@@ -1,0 +1,181 @@
+/**
+ * Jobs (API.md "Jobs"): create (one or a batch), list, get, change, cancel, pause, resume,
+ * trigger, and the schedule preview.
+ */
+import { Compile } from 'typebox/compile';
+import { TicklerError } from '../errors.js';
+import * as limits from '../limits.js';
+import type { App, ApiContext } from './app.js';
+import {
+  CancelByPrefixQuery,
+  JobAnswer,
+  JobBatchBody,
+  JobCreateBody,
+  JobIdParams,
+  JobListQuery,
+  JobPatchBody,
+  PreviewQuery,
+  RunAnswer,
+  RunListQuery,
+  TeamQuery,
+  listAnswer,
+} from './schemas.js';
+import { scopeOf, teamOf } from './auth.js';
+import { arrayItemTexts } from './json-body.js';
+import { schemaIssueToError } from './http-errors.js';
+import { jobToWire, runToWire } from './wire.js';
+import { assertEmptyBody, callerOf, checkId, instantOf, limitOf, pageToWire } from './route-helpers.js';
+import type { CreateItem, CreateResult } from '../service/job-service.js';
+import { previewSchedule } from '../service/schedule-preview.js';
+import { Type } from 'typebox';
+
+const checkCreateBody = Compile(JobCreateBody);
+
+export function registerJobRoutes(app: App, context: ApiContext): void {
+  const { jobs, runs } = context;
+
+  app.post('/v1/jobs', {
+    schema: { body: JobCreateBody, querystring: TeamQuery },
+    config: { doc: { summary: 'create a job (200 with the existing job when key and body repeat)', answers: { 201: JobAnswer, 200: JobAnswer } } },
+  }, async (request, reply) => {
+    const team = teamOf(callerOf(request), request.query.team);
+    const [result] = await jobs.create(team, [{ body: request.body, rawText: request.rawBody ?? JSON.stringify(request.body) }]);
+    if (result === undefined) throw new Error('create answered no result');
+    if (result.kind === 'error') throw result.error;
+    return reply.code(result.kind === 'created' ? 201 : 200).send(jobToWire(result.job));
+  });
+
+  app.post('/v1/jobs::batch', {
+    bodyLimit: limits.batchRequestBodyBytesMax,
+    schema: { body: JobBatchBody, querystring: TeamQuery },
+    config: { doc: { summary: 'create up to 1,000 jobs; each item answers for itself, in order' } },
+  }, async (request) => {
+    const team = teamOf(callerOf(request), request.query.team);
+    const texts = request.rawBody === null ? null : arrayItemTexts(request.rawBody, 'jobs');
+    const results: (CreateResult | null)[] = [];
+    const valid: CreateItem[] = [];
+    request.body.jobs.forEach((item, index) => {
+      if (checkCreateBody.Check(item)) {
+        valid.push({ body: item, rawText: texts?.[index] ?? JSON.stringify(item) });
+        results.push(null);
+      } else {
+        results.push({ kind: 'error', error: schemaIssueToError(checkCreateBody.Errors(item)) });
+      }
+    });
+    const created = await jobs.create(team, valid);
+    let next = 0;
+    const filled = results.map((result) => result ?? created[next++]!);
+    return {
+      results: filled.map((result) => result.kind === 'error'
+        ? { status: result.error.status, ...result.error.toBody() }
+        : { status: result.kind === 'created' ? 201 : 200, job: jobToWire(result.job) }),
+    };
+  });
+
+  app.get('/v1/jobs', {
+    schema: { querystring: JobListQuery },
+    config: { doc: { summary: 'list jobs, newest first', answers: { 200: listAnswer(JobAnswer) } } },
+  }, async (request) => {
+    const { team, limit, ...filters } = request.query;
+    const page = await jobs.list({ ...filters, team: scopeOf(callerOf(request), team), limit: limitOf(limit) });
+    return pageToWire(page, jobToWire);
+  });
+
+  app.delete('/v1/jobs', {
+    schema: { querystring: CancelByPrefixQuery },
+    config: { doc: { summary: 'cancel every job of the team whose key starts with key_prefix', answers: { 200: Type.Object({ cancelled: Type.Integer() }) } } },
+  }, async (request) => {
+    const caller = callerOf(request);
+    if (caller.admin && request.query.team === undefined) {
+      throw new TicklerError('invalid_request', 'an admin names the team whose jobs to cancel', { field: 'team' });
+    }
+    return { cancelled: await jobs.cancelByKeyPrefix(teamOf(caller, request.query.team), request.query.key_prefix) };
+  });
+
+  app.get('/v1/jobs/:job_id', {
+    schema: { params: JobIdParams, querystring: TeamQuery },
+    config: { doc: { summary: 'one job', answers: { 200: JobAnswer } } },
+  }, async (request) => {
+    const scope = scopeOf(callerOf(request), request.query.team);
+    return jobToWire(await jobs.get(scope, checkId(request.params.job_id, 'job')));
+  });
+
+  app.patch('/v1/jobs/:job_id', {
+    schema: { params: JobIdParams, body: JobPatchBody, querystring: TeamQuery },
+    config: { doc: { summary: 'change schedule, payload or policies; the pending timer is replaced atomically', answers: { 200: JobAnswer } } },
+  }, async (request) => {
+    const scope = scopeOf(callerOf(request), request.query.team);
+    return jobToWire(await jobs.patch(scope, checkId(request.params.job_id, 'job'), request.body));
+  });
+
+  app.delete('/v1/jobs/:job_id', {
+    schema: { params: JobIdParams, querystring: TeamQuery },
+    config: { doc: { summary: 'cancel all future occurrences; idempotent', answers: { 200: JobAnswer } } },
+  }, async (request) => {
+    const scope = scopeOf(callerOf(request), request.query.team);
+    return jobToWire(await jobs.cancel(scope, checkId(request.params.job_id, 'job')));
+  });
+
+  const transitions = { pause: 'pause', resume: 'resume' } as const;
+  for (const action of Object.values(transitions)) {
+    app.post(`/v1/jobs/:job_id/${action}`, {
+      schema: { params: JobIdParams, querystring: TeamQuery },
+      config: { doc: { summary: `${action} a recurring job (no body, or {})`, answers: { 200: JobAnswer } } },
+    }, async (request) => {
+      assertEmptyBody(request.body);
+      const scope = scopeOf(callerOf(request), request.query.team);
+      const jobId = checkId(request.params.job_id, 'job');
+      return jobToWire(action === 'pause' ? await jobs.pause(scope, jobId) : await jobs.resume(scope, jobId));
+    });
+  }
+
+  app.post('/v1/jobs/:job_id/trigger', {
+    schema: { params: JobIdParams, querystring: TeamQuery },
+    config: { doc: { summary: 'run it now, once, outside its schedule (no body, or {})', answers: { 201: RunAnswer } } },
+  }, async (request, reply) => {
+    assertEmptyBody(request.body);
+    const scope = scopeOf(callerOf(request), request.query.team);
+    return reply.code(201).send(runToWire(await jobs.trigger(scope, checkId(request.params.job_id, 'job'))));
+  });
+
+  app.get('/v1/jobs/:job_id/runs', {
+    schema: { params: JobIdParams, querystring: RunListQuery },
+    config: { doc: { summary: 'the job\'s occurrences, newest first', answers: { 200: listAnswer(RunAnswer) } } },
+  }, async (request) => {
+    const { team, since, until, limit, ...filters } = request.query;
+    const scope = scopeOf(callerOf(request), team);
+    const job = await jobs.get(scope, checkId(request.params.job_id, 'job'));
+    const page = await runs.list({
+      ...filters, team: scope, jobId: job.jobId, limit: limitOf(limit),
+      sinceMs: instantOf(since, 'since'), untilMs: instantOf(until, 'until'),
+    });
+    return pageToWire(page, runToWire);
+  });
+
+  app.get('/v1/schedules/preview', {
+    schema: { querystring: PreviewQuery },
+    config: { doc: { summary: 'the next count scheduled times strictly after from, pre-jitter' } },
+  }, async (request) => {
+    const query = request.query;
+    const items = withPreviewFields(() => previewSchedule({
+      cron: query.cron,
+      tz: query.tz ?? 'UTC',
+      fromMs: instantOf(query.from, 'from') ?? context.deps.clock.nowMs(),
+      count: query.count ?? 10,
+      dst: { gap: query.gap ?? 'shift', repeat: query.repeat ?? 'first' },
+    }));
+    return { items };
+  });
+}
+
+/** The preview takes `cron` and `tz` as query parameters, so errors name them so. */
+function withPreviewFields<T>(compute: () => T): T {
+  try {
+    return compute();
+  } catch (error) {
+    if (error instanceof TicklerError && error.field?.startsWith('schedule.')) {
+      throw new TicklerError(error.code, error.message, { field: error.field.slice('schedule.'.length), cause: error });
+    }
+    throw error;
+  }
+}

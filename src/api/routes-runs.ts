@@ -1,0 +1,103 @@
+/**
+ * Runs and workers (API.md "Runs", "Workers"): the ledger, the DLQ and replay, and the
+ * worker calls lease (long-poll), heartbeat and complete.
+ */
+import { Type } from 'typebox';
+import type { App, ApiContext } from './app.js';
+import {
+  CompleteBody,
+  DlqQuery,
+  HeartbeatBody,
+  LeaseBody,
+  RunAnswer,
+  RunIdParams,
+  RunListQuery,
+  TeamQuery,
+  listAnswer,
+} from './schemas.js';
+import { scopeOf } from './auth.js';
+import { leasedRunToWire, iso, runToWire, runWithEventsToWire } from './wire.js';
+import { assertEmptyBody, callerOf, checkId, instantOf, limitOf, pageToWire } from './route-helpers.js';
+
+export function registerRunRoutes(app: App, context: ApiContext): void {
+  const { runs, waiters } = context;
+
+  app.get('/v1/runs', {
+    schema: { querystring: RunListQuery },
+    config: { doc: { summary: 'the team\'s runs, newest first', answers: { 200: listAnswer(RunAnswer) } } },
+  }, async (request) => {
+    const { team, since, until, limit, ...filters } = request.query;
+    const page = await runs.list({
+      ...filters, team: scopeOf(callerOf(request), team), limit: limitOf(limit),
+      sinceMs: instantOf(since, 'since'), untilMs: instantOf(until, 'until'),
+    });
+    return pageToWire(page, runToWire);
+  });
+
+  app.get('/v1/runs/:run_id', {
+    schema: { params: RunIdParams, querystring: TeamQuery },
+    config: { doc: { summary: 'one run with its events', answers: { 200: RunAnswer } } },
+  }, async (request) => {
+    const scope = scopeOf(callerOf(request), request.query.team);
+    return runWithEventsToWire(await runs.get(scope, checkId(request.params.run_id, 'run')));
+  });
+
+  app.get('/v1/dlq', {
+    schema: { querystring: DlqQuery },
+    config: { doc: { summary: 'dead runs', answers: { 200: listAnswer(RunAnswer) } } },
+  }, async (request) => {
+    const { team, limit, ...filters } = request.query;
+    const page = await runs.list({ ...filters, team: scopeOf(callerOf(request), team), status: 'dead', limit: limitOf(limit) });
+    return pageToWire(page, runToWire);
+  });
+
+  app.post('/v1/runs/:run_id/replay', {
+    schema: { params: RunIdParams, querystring: TeamQuery },
+    config: { doc: { summary: 'a dead run back to ready, same run_id, retry budget afresh (no body, or {})', answers: { 200: RunAnswer } } },
+  }, async (request) => {
+    assertEmptyBody(request.body);
+    const scope = scopeOf(callerOf(request), request.query.team);
+    return runToWire(await runs.replay(scope, checkId(request.params.run_id, 'run')));
+  });
+
+  app.post('/v1/workers/lease', {
+    schema: { body: LeaseBody, querystring: TeamQuery },
+    config: { doc: { summary: 'lease ready runs of a pool, waiting up to wait_s for some' } },
+  }, async (request, reply) => {
+    const body = request.body;
+    const client = new AbortController();
+    // The response's `close` before it was sent means the worker went away: stop waiting for it.
+    reply.raw.once('close', () => client.abort());
+    const leased = await waiters.lease({
+      scope: scopeOf(callerOf(request), request.query.team),
+      pool: body.pool,
+      max: body.max ?? 1,
+      leaseMs: body.lease_s === undefined ? null : body.lease_s * 1000,
+      workerId: body.worker_id ?? null,
+      waitMs: Math.round((body.wait_s ?? 0) * 1000),
+      signal: client.signal,
+    });
+    return { runs: leased.map(leasedRunToWire) };
+  });
+
+  app.post('/v1/runs/:run_id/heartbeat', {
+    schema: { params: RunIdParams, body: HeartbeatBody, querystring: TeamQuery },
+    config: { doc: { summary: 'extend the lease of a running attempt', answers: { 200: Type.Object({ lease_expires_at: Type.String() }) } } },
+  }, async (request) => {
+    const scope = scopeOf(callerOf(request), request.query.team);
+    const leaseExpiresAtMs = await runs.heartbeat(scope, checkId(request.params.run_id, 'run'), request.body.fencing_token);
+    return { lease_expires_at: iso(leaseExpiresAtMs) };
+  });
+
+  app.post('/v1/runs/:run_id/complete', {
+    schema: { params: RunIdParams, body: CompleteBody, querystring: TeamQuery },
+    config: { doc: { summary: 'record the outcome of the attempt holding the token', answers: { 200: RunAnswer } } },
+  }, async (request) => {
+    const scope = scopeOf(callerOf(request), request.query.team);
+    const body = request.body;
+    const run = await runs.complete(scope, checkId(request.params.run_id, 'run'), {
+      fencingToken: body.fencing_token, status: body.status, error: body.error ?? null, result: body.result ?? null,
+    });
+    return runToWire(run);
+  });
+}

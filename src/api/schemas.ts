@@ -1,0 +1,234 @@
+/**
+ * The wire schemas of API.md, declared once with TypeBox: fastify validates requests with
+ * them, handlers take their types from them and /openapi.json is built from them. Every
+ * object refuses unknown fields (`additionalProperties: false`) except the free-form
+ * `payload`, `result` and label values. Ranges come from src/limits.ts.
+ */
+import { Type, type Static, type TSchema } from 'typebox';
+import * as limits from '../limits.js';
+import {
+  catchUpPolicies,
+  completionStatuses,
+  dstGapRules,
+  dstRepeatRules,
+  idempotencyClasses,
+  jobStates,
+  lanes,
+  overlapPolicies,
+  runStatuses,
+} from '../domain/types.js';
+import { specLimits } from '../service/job-spec.js';
+
+function oneOf<const T extends string[]>(values: readonly [...T]) {
+  return Type.Enum(values);
+}
+
+const strict = { additionalProperties: false } as const;
+
+/** Names that travel into SQL, NOTIFY payloads and URLs: a conservative alphabet. */
+const namePattern = '^[A-Za-z0-9][A-Za-z0-9._:/-]*$';
+/** Free text without control characters (NUL, newlines): keys, labels, resources. */
+const printablePattern = '^[^\\u0000-\\u001f\\u007f]*$';
+
+export const rfc3339Pattern = '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,9})?(Z|[+-]\\d{2}:\\d{2})$';
+
+export const ScheduleInput = Type.Object({
+  // No maxLength here: compileSchedule owns what a cron expression may be (invalid_schedule).
+  cron: Type.Optional(Type.String()),
+  tz: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+  at: Type.Optional(Type.String({ maxLength: 64 })),
+  delay_s: Type.Optional(Type.Number({ minimum: 0, maximum: specLimits.delaySecondsMax })),
+}, { ...strict, description: 'exactly one of cron (with optional tz), at, delay_s' });
+
+export const RetryInput = Type.Object({
+  max_attempts: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.retryAttemptsMax })),
+  base_s: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.retryBaseSecondsMax })),
+  max_s: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.retryMaxSecondsMax })),
+}, strict);
+
+export const DstInput = Type.Object({
+  gap: Type.Optional(oneOf(dstGapRules)),
+  repeat: Type.Optional(oneOf(dstRepeatRules)),
+}, strict);
+
+const labelText = Type.String({ minLength: 1, maxLength: limits.labelLengthMax, pattern: printablePattern });
+
+/** The policy fields a create and a PATCH share. */
+const policyFields = {
+  pool: Type.String({ minLength: 1, maxLength: limits.poolLengthMax, pattern: namePattern }),
+  payload: Type.Unknown(),
+  lane: oneOf(lanes),
+  tolerance_s: Type.Integer({ minimum: 0, maximum: limits.toleranceSecondsMax }),
+  retry: RetryInput,
+  overlap: oneOf(overlapPolicies),
+  catch_up: oneOf(catchUpPolicies),
+  catch_up_window_s: Type.Integer({ minimum: 0, maximum: specLimits.catchUpWindowSecondsMax }),
+  dst: DstInput,
+  idempotency: oneOf(idempotencyClasses),
+  lease_s: Type.Integer({ minimum: limits.leaseSecondsMin, maximum: limits.leaseSecondsMax }),
+  max_silence_s: Type.Union([Type.Integer({ minimum: 1, maximum: specLimits.maxSilenceSecondsMax }), Type.Null()]),
+  resources: Type.Array(labelText, { maxItems: limits.resourcesCountMax }),
+  labels: Type.Record(Type.String({ maxLength: limits.labelLengthMax }), Type.String({ maxLength: limits.labelLengthMax }),
+    { maxProperties: limits.labelsCountMax }),
+};
+
+export const JobCreateBody = Type.Object({
+  key: Type.Optional(Type.String({ minLength: 1, maxLength: limits.keyLengthMax, pattern: printablePattern })),
+  schedule: ScheduleInput,
+  pool: policyFields.pool,
+  payload: Type.Optional(policyFields.payload),
+  lane: Type.Optional(policyFields.lane),
+  tolerance_s: Type.Optional(policyFields.tolerance_s),
+  retry: Type.Optional(policyFields.retry),
+  overlap: Type.Optional(policyFields.overlap),
+  catch_up: Type.Optional(policyFields.catch_up),
+  catch_up_window_s: Type.Optional(policyFields.catch_up_window_s),
+  dst: Type.Optional(policyFields.dst),
+  idempotency: Type.Optional(policyFields.idempotency),
+  lease_s: Type.Optional(policyFields.lease_s),
+  max_silence_s: Type.Optional(policyFields.max_silence_s),
+  resources: Type.Optional(policyFields.resources),
+  labels: Type.Optional(policyFields.labels),
+}, strict);
+export type JobCreateBody = Static<typeof JobCreateBody>;
+
+/** A PATCH changes schedule, payload or policies; the key and the team stay. */
+export const JobPatchBody = Type.Object({
+  schedule: Type.Optional(ScheduleInput),
+  pool: Type.Optional(policyFields.pool),
+  payload: Type.Optional(policyFields.payload),
+  lane: Type.Optional(policyFields.lane),
+  tolerance_s: Type.Optional(policyFields.tolerance_s),
+  retry: Type.Optional(policyFields.retry),
+  overlap: Type.Optional(policyFields.overlap),
+  catch_up: Type.Optional(policyFields.catch_up),
+  catch_up_window_s: Type.Optional(policyFields.catch_up_window_s),
+  dst: Type.Optional(policyFields.dst),
+  idempotency: Type.Optional(policyFields.idempotency),
+  lease_s: Type.Optional(policyFields.lease_s),
+  max_silence_s: Type.Optional(policyFields.max_silence_s),
+  resources: Type.Optional(policyFields.resources),
+  labels: Type.Optional(policyFields.labels),
+}, strict);
+export type JobPatchBody = Static<typeof JobPatchBody>;
+
+/** Items are validated one by one in the handler, so one bad item fails only itself. */
+export const JobBatchBody = Type.Object({
+  jobs: Type.Array(Type.Unknown(), { minItems: 1, maxItems: limits.batchJobsMax }),
+}, strict);
+
+/** A body-less POST: nothing, or `{}`. */
+export const EmptyBody = Type.Union([Type.Object({}, strict), Type.Null()]);
+
+export const JobIdParams = Type.Object({ job_id: Type.String() }, strict);
+export const RunIdParams = Type.Object({ run_id: Type.String() }, strict);
+
+const cursor = Type.String({ minLength: 1, maxLength: 1024, pattern: '^[A-Za-z0-9_=-]+$' });
+const listLimit = Type.Integer({ minimum: 1, maximum: limits.listLimitMax });
+const teamName = Type.String({ minLength: 1, maxLength: limits.poolLengthMax, pattern: namePattern });
+const instant = Type.String({ maxLength: 64 });
+
+export const JobListQuery = Type.Object({
+  state: Type.Optional(oneOf(jobStates)),
+  pool: Type.Optional(policyFields.pool),
+  label: Type.Optional(Type.String({ minLength: 1, maxLength: 2 * limits.labelLengthMax + 1 })),
+  cursor: Type.Optional(cursor),
+  limit: Type.Optional(listLimit),
+  team: Type.Optional(teamName),
+}, strict);
+
+export const TeamQuery = Type.Object({ team: Type.Optional(teamName) }, strict);
+
+export const CancelByPrefixQuery = Type.Object({
+  key_prefix: Type.String({ minLength: 1, maxLength: limits.keyLengthMax, pattern: printablePattern }),
+  team: Type.Optional(teamName),
+}, strict);
+
+export const RunListQuery = Type.Object({
+  since: Type.Optional(instant),
+  until: Type.Optional(instant),
+  status: Type.Optional(oneOf(runStatuses)),
+  pool: Type.Optional(policyFields.pool),
+  cursor: Type.Optional(cursor),
+  limit: Type.Optional(listLimit),
+  team: Type.Optional(teamName),
+}, strict);
+
+export const DlqQuery = Type.Object({
+  pool: Type.Optional(policyFields.pool),
+  cursor: Type.Optional(cursor),
+  limit: Type.Optional(listLimit),
+  team: Type.Optional(teamName),
+}, strict);
+
+export const PreviewQuery = Type.Object({
+  cron: Type.String(),
+  tz: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+  from: Type.Optional(instant),
+  count: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.previewCountMax })),
+  gap: Type.Optional(oneOf(dstGapRules)),
+  repeat: Type.Optional(oneOf(dstRepeatRules)),
+}, strict);
+
+export const LeaseBody = Type.Object({
+  pool: policyFields.pool,
+  max: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.leaseBatchMax })),
+  lease_s: Type.Optional(policyFields.lease_s),
+  wait_s: Type.Optional(Type.Number({ minimum: 0, maximum: limits.leaseWaitSecondsMax })),
+  worker_id: Type.Optional(Type.String({ minLength: 1, maxLength: limits.poolLengthMax, pattern: printablePattern })),
+}, strict);
+
+const fencingToken = Type.String({ minLength: 1, maxLength: 64 });
+
+export const HeartbeatBody = Type.Object({ fencing_token: fencingToken }, strict);
+
+export const CompleteBody = Type.Object({
+  fencing_token: fencingToken,
+  status: oneOf(completionStatuses),
+  error: Type.Optional(Type.Union([Type.String({ maxLength: limits.errorTextLengthMax }), Type.Null()])),
+  result: Type.Optional(Type.Unknown()),
+}, strict);
+
+export const ClockAdvanceBody = Type.Object({
+  seconds: Type.Number({ minimum: 0, maximum: specLimits.clockAdvanceSecondsMax }),
+}, strict);
+
+// Answers (documented in /openapi.json; handlers build them in wire.ts) -------------------
+
+const nullableInstant = Type.Union([Type.String(), Type.Null()]);
+
+export const JobAnswer = Type.Object({
+  job_id: Type.String(),
+  team: Type.String(),
+  state: oneOf(jobStates),
+  key: Type.Union([Type.String(), Type.Null()]),
+  schedule: Type.Object({}, { additionalProperties: true }),
+  next_fire_at: nullableInstant,
+  next_scheduled_at: nullableInstant,
+  created_at: Type.String(),
+  updated_at: Type.String(),
+}, { additionalProperties: true, description: 'the job spec with defaults filled in, plus these fields' });
+
+export const RunAnswer = Type.Object({
+  run_id: Type.String(),
+  job_id: Type.String(),
+  team: Type.String(),
+  pool: Type.String(),
+  scheduled_at: Type.String(),
+  fire_at: Type.String(),
+  dispatched_at: nullableInstant,
+  attempt: Type.Integer(),
+  status: oneOf(runStatuses),
+  started_at: nullableInstant,
+  finished_at: nullableInstant,
+  last_error: Type.Union([Type.String(), Type.Null()]),
+  result: Type.Unknown(),
+}, { additionalProperties: true });
+
+export function listAnswer(item: TSchema) {
+  return Type.Object({ items: Type.Array(item), next_cursor: Type.Union([Type.String(), Type.Null()]) });
+}
+
+export const ErrorAnswer = Type.Object({
+  error: Type.Object({ code: Type.String(), message: Type.String(), field: Type.Optional(Type.String()) }),
+});

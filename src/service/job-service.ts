@@ -1,0 +1,209 @@
+/**
+ * Job operations behind the HTTP API: validation → domain → store. Each operation is one
+ * store transition; read-compute-write changes (PATCH, pause, resume) carry the version
+ * they read and are recomputed when another writer got there first.
+ */
+import { TicklerError } from '../errors.js';
+import type { Clock } from '../clock.js';
+import type { Metrics } from '../obs/metrics.js';
+import type { JobRecord, JobState, Page, RunRecord } from '../domain/types.js';
+import { newJobId, sha256Hex, shardOf } from '../domain/identity.js';
+import { compileSchedule } from '../domain/schedule.js';
+import { firstTimer } from '../domain/firing-plan.js';
+import type { CreateJobInput, JobChange, JobListFilter, Store, TeamScope, TimerWrite } from '../store/store.js';
+import type { JobCreateBody, JobPatchBody } from '../api/schemas.js';
+import { specFromCreate, specFromPatch, type SpecContext } from './job-spec.js';
+
+export interface JobServiceDeps {
+  store: Store;
+  clock: Clock;
+  metrics: Metrics;
+  cronToleranceDefaultS: number;
+  payloadBytesMax: number;
+}
+
+/** One create: the validated body and its text as given (hashed for key idempotency). */
+export interface CreateItem {
+  body: JobCreateBody;
+  rawText: string;
+}
+
+export type CreateResult =
+  | { kind: 'created' | 'existing'; job: JobRecord }
+  | { kind: 'error'; error: TicklerError };
+
+/** How often a read-compute-write change is recomputed after losing a version race. */
+const changeAttemptsMax = 5;
+
+export class JobService {
+  constructor(private readonly deps: JobServiceDeps) {}
+
+  private specContext(nowMs: number): SpecContext {
+    return { nowMs, cronToleranceDefaultS: this.deps.cronToleranceDefaultS, payloadBytesMax: this.deps.payloadBytesMax };
+  }
+
+  /**
+   * Creates jobs for `team`. Items that fail their checks answer their own error; the valid
+   * ones go to the store in ONE createJobs call (one group commit).
+   */
+  async create(team: string, items: readonly CreateItem[]): Promise<CreateResult[]> {
+    const nowMs = this.deps.clock.nowMs();
+    const results: (CreateResult | null)[] = [];
+    const inputs: CreateJobInput[] = [];
+    const inputIndexes: number[] = [];
+    for (const item of items) {
+      try {
+        inputs.push(this.prepareCreate(team, item, nowMs));
+        inputIndexes.push(results.length);
+        results.push(null);
+      } catch (error) {
+        if (!(error instanceof TicklerError)) throw error;
+        results.push({ kind: 'error', error });
+      }
+    }
+    if (inputs.length > 0) {
+      const outcomes = await this.deps.store.createJobs(inputs, nowMs);
+      outcomes.forEach((outcome, position) => {
+        const index = inputIndexes[position]!;
+        if (outcome.kind === 'key_conflict') {
+          results[index] = {
+            kind: 'error',
+            error: new TicklerError('key_conflict', `key ${JSON.stringify(outcome.job.spec.key)} is taken by job ${outcome.job.jobId} with another request body`,
+              { field: 'key' }),
+          };
+        } else {
+          if (outcome.kind === 'created') this.deps.metrics.jobsCreatedTotal.inc();
+          results[index] = outcome;
+        }
+      });
+    }
+    return results.map((result) => {
+      if (result === null) throw new Error('createJobs answered fewer outcomes than inputs');
+      return result;
+    });
+  }
+
+  private prepareCreate(team: string, item: CreateItem, nowMs: number): CreateJobInput {
+    const { spec, schedule } = specFromCreate(item.body, this.specContext(nowMs));
+    const jobId = newJobId(nowMs);
+    const timer = firstTimer(jobId, spec, schedule, nowMs);
+    return {
+      job: {
+        jobId,
+        team,
+        state: timer === null ? 'done' : 'active',
+        spec,
+        requestHash: sha256Hex(item.rawText),
+        shard: shardOf(jobId),
+        version: 1,
+        nextFireAtMs: timer?.fireAtMs ?? null,
+        nextScheduledAtMs: timer?.scheduledAtMs ?? null,
+        createdAtMs: nowMs,
+        updatedAtMs: nowMs,
+      },
+      timer,
+    };
+  }
+
+  async get(scope: TeamScope, jobId: string): Promise<JobRecord> {
+    const job = await this.deps.store.getJob(scope, jobId);
+    if (job === null) throw notFound('job', jobId);
+    return job;
+  }
+
+  list(filter: JobListFilter): Promise<Page<JobRecord>> {
+    return this.deps.store.listJobs(filter);
+  }
+
+  /** Schedule, payload or policies; the pending timer is replaced in the same transaction. */
+  patch(scope: TeamScope, jobId: string, patch: JobPatchBody): Promise<JobRecord> {
+    return this.changeWithRetry(scope, jobId, (job, nowMs) => {
+      if (job.state === 'cancelled' || job.state === 'done') {
+        throw new TicklerError('invalid_state', `job ${jobId} is ${job.state}; create a new job instead`);
+      }
+      const { spec, schedule, timingChanged } = specFromPatch(job.spec, patch, this.specContext(nowMs));
+      const recurringChanged = ('cron' in spec.schedule) !== ('cron' in job.spec.schedule);
+      if (job.state === 'paused' && recurringChanged) {
+        throw new TicklerError('invalid_state', 'a paused job keeps a recurring schedule; resume it first', { field: 'schedule' });
+      }
+      const timer: TimerWrite | null | 'keep' =
+        job.state === 'active' && timingChanged ? firstTimer(job.jobId, spec, schedule, nowMs) : 'keep';
+      return { spec, timer };
+    });
+  }
+
+  async cancel(scope: TeamScope, jobId: string): Promise<JobRecord> {
+    const job = await this.deps.store.cancelJob(scope, jobId, this.deps.clock.nowMs());
+    if (job === null) throw notFound('job', jobId);
+    return job;
+  }
+
+  cancelByKeyPrefix(team: string, keyPrefix: string): Promise<number> {
+    return this.deps.store.cancelJobsByKeyPrefix(team, keyPrefix, this.deps.clock.nowMs());
+  }
+
+  /** Only an active recurring job pauses; its pending timer goes away with the pause. */
+  pause(scope: TeamScope, jobId: string): Promise<JobRecord> {
+    return this.changeWithRetry(scope, jobId, (job) => {
+      if (job.state !== 'active' || !('cron' in job.spec.schedule)) {
+        throw new TicklerError('invalid_state', `only an active recurring job can be paused; job ${jobId} is ${describe(job)}`);
+      }
+      return { state: 'paused', timer: null };
+    });
+  }
+
+  /**
+   * A paused job gets a new pending timer. By default it is the first occurrence after
+   * now: a pause is deliberate, so what it covered is not owed. With `catch_up: all` the
+   * owner asked for every occurrence, so the timer starts at the first occurrence after the
+   * moment of the pause (`updatedAtMs`, which the pause wrote and nothing else changes
+   * while paused) and the scheduler's firing plan works the backlog off in order, bounded
+   * by `catch_up_window_s`.
+   */
+  resume(scope: TeamScope, jobId: string): Promise<JobRecord> {
+    return this.changeWithRetry(scope, jobId, (job, nowMs) => {
+      if (job.state !== 'paused') {
+        throw new TicklerError('invalid_state', `only a paused job can be resumed; job ${jobId} is ${job.state}`);
+      }
+      const schedule = compileSchedule(job.spec.schedule, job.spec.dst);
+      const fromMs = job.spec.catch_up === 'all' ? Math.min(job.updatedAtMs, nowMs) : nowMs;
+      return { state: 'active', timer: firstTimer(job.jobId, job.spec, schedule, fromMs) };
+    });
+  }
+
+  /** One run now, outside the schedule; a cancelled job has nothing left to run. */
+  async trigger(scope: TeamScope, jobId: string): Promise<RunRecord> {
+    const job = await this.get(scope, jobId);
+    if (job.state === 'cancelled') throw new TicklerError('invalid_state', `job ${jobId} is cancelled`);
+    const run = await this.deps.store.triggerJob(scope, jobId, this.deps.clock.nowMs());
+    if (run === null) throw notFound('job', jobId);
+    return run;
+  }
+
+  private async changeWithRetry(
+    scope: TeamScope,
+    jobId: string,
+    compute: (job: JobRecord, nowMs: number) => { spec?: JobChange['spec']; state?: JobState; timer: JobChange['timer'] },
+  ): Promise<JobRecord> {
+    for (let attempt = 1; attempt <= changeAttemptsMax; attempt++) {
+      const job = await this.get(scope, jobId);
+      const nowMs = this.deps.clock.nowMs();
+      const change = compute(job, nowMs);
+      const outcome = await this.deps.store.changeJob({
+        team: scope, jobId, expectedVersion: job.version, nowMs, ...change,
+      });
+      if (outcome.kind === 'changed') return outcome.job;
+      if (outcome.kind === 'not_found') throw notFound('job', jobId);
+    }
+    throw new TicklerError('unavailable', `job ${jobId} kept changing under ${changeAttemptsMax} attempts; retry`);
+  }
+}
+
+function describe(job: JobRecord): string {
+  return 'cron' in job.spec.schedule ? job.state : `a one-shot job (${job.state})`;
+}
+
+export function notFound(noun: string, id: string): TicklerError {
+  // Ids may be hostile (NUL, newlines, 10 kB): quote and cut them before they reach a message.
+  return new TicklerError('not_found', `no ${noun} ${JSON.stringify(id.slice(0, 80))}`);
+}

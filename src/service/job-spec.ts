@@ -1,0 +1,171 @@
+/**
+ * From what a team sent to a complete JobSpec: defaults filled in (DESIGN.md "Defaults"),
+ * the checks a schema cannot express (exactly one kind of schedule, payload bytes, retry
+ * cap not below its base), and the schedule compiled so that a spec that is accepted can
+ * always be fired. Pure: the caller passes `nowMs` (for `delay_s`).
+ */
+import { TicklerError } from '../errors.js';
+import * as limits from '../limits.js';
+import type { JobSpec, ScheduleSpec } from '../domain/types.js';
+import { compileSchedule, type CompiledSchedule } from '../domain/schedule.js';
+import type { JobCreateBody, JobPatchBody } from '../api/schemas.js';
+
+/**
+ * Bounds of inputs that src/limits.ts does not name yet; kept in one place here until they
+ * move there (requested of the owner of limits.ts).
+ */
+export const specLimits = {
+  /** Ten years: a timer further out is a calendar entry, not a timer. */
+  delaySecondsMax: 10 * 366 * 86_400,
+  catchUpWindowSecondsMax: 366 * 86_400,
+  maxSilenceSecondsMax: 366 * 86_400,
+  /** One advance of the virtual clock covers at most a year of simulated time. */
+  clockAdvanceSecondsMax: 366 * 86_400,
+} as const;
+
+export interface SpecContext {
+  nowMs: number;
+  cronToleranceDefaultS: number;
+  payloadBytesMax: number;
+}
+
+export interface CompiledJobSpec {
+  spec: JobSpec;
+  schedule: CompiledSchedule;
+}
+
+const rfc3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i;
+
+/** Date.parse rolls 2026-02-30 over into March and takes 24:00; a calendar date must exist. */
+function isCalendarDate(match: RegExpExecArray): boolean {
+  const [year, month, day, hour] = [Number(match[1]), Number(match[2]), Number(match[3]), Number(match[4])];
+  const probe = new Date(Date.UTC(year, month - 1, day));
+  return probe.getUTCMonth() === month - 1 && probe.getUTCDate() === day && hour <= 23;
+}
+
+/** Parses an RFC 3339 instant, or throws `code` with `field`. */
+export function parseInstant(text: string, field: string, code: 'invalid_request' | 'invalid_schedule' = 'invalid_request'): number {
+  const match = rfc3339.exec(text);
+  const instantMs = match !== null && isCalendarDate(match) ? Date.parse(text) : Number.NaN;
+  if (!Number.isFinite(instantMs) || instantMs < 0 || instantMs > maxInstantMs) {
+    throw new TicklerError(code, `${field} must be an RFC 3339 time between 1970 and 9999, got ${JSON.stringify(text.slice(0, 64))}`, { field });
+  }
+  return instantMs;
+}
+
+/** 9999-12-31T23:59:59.999Z */
+const maxInstantMs = 253_402_300_799_999;
+
+export function iso(instantMs: number): string {
+  return new Date(instantMs).toISOString();
+}
+
+type ScheduleInput = JobCreateBody['schedule'];
+
+/** Exactly one of cron, at, delay_s; `tz` only beside cron. `delay_s` becomes `at`. */
+export function normalizeSchedule(input: ScheduleInput, nowMs: number): ScheduleSpec {
+  const kinds = (['cron', 'at', 'delay_s'] as const).filter((name) => input[name] !== undefined);
+  if (kinds.length !== 1) {
+    throw new TicklerError('invalid_request', 'schedule needs exactly one of cron, at or delay_s', { field: 'schedule' });
+  }
+  if (input.cron !== undefined) return { cron: input.cron, tz: input.tz ?? 'UTC' };
+  if (input.tz !== undefined) {
+    throw new TicklerError('invalid_request', 'schedule.tz applies only to a cron schedule', { field: 'schedule.tz' });
+  }
+  if (input.delay_s !== undefined) {
+    const atMs = nowMs + Math.round(input.delay_s * 1000);
+    return { at: iso(atMs), delay_s: input.delay_s };
+  }
+  return { at: iso(parseInstant(input.at ?? '', 'schedule.at', 'invalid_schedule')) };
+}
+
+function checkPayload(payload: unknown, payloadBytesMax: number): void {
+  const payloadBytes = Buffer.byteLength(JSON.stringify(payload ?? null), 'utf8');
+  if (payloadBytes > payloadBytesMax) {
+    throw new TicklerError('payload_too_large', `payload is ${payloadBytes} bytes of JSON, over the limit of ${payloadBytesMax}`,
+      { field: 'payload' });
+  }
+}
+
+/** Checks across fields, then compiles the schedule (which throws invalid_schedule / invalid_timezone). */
+export function checkSpec(spec: JobSpec, payloadBytesMax: number): CompiledSchedule {
+  checkPayload(spec.payload, payloadBytesMax);
+  if (spec.retry.max_s < spec.retry.base_s) {
+    throw new TicklerError('invalid_request', 'retry.max_s must not be below retry.base_s', { field: 'retry.max_s' });
+  }
+  for (const [name, value] of Object.entries(spec.labels)) {
+    if (name.length === 0 || name.includes('=') || hasControlCharacter(name)) {
+      throw new TicklerError('invalid_request', 'label names are non-empty, printable and hold no "="', { field: 'labels' });
+    }
+    if (hasControlCharacter(value)) {
+      throw new TicklerError('invalid_request', `label ${name} holds a control character`, { field: `labels.${name}` });
+    }
+  }
+  return compileSchedule(spec.schedule, spec.dst);
+}
+
+/** A create body with every default filled in, checked and compiled. */
+export function specFromCreate(input: JobCreateBody, context: SpecContext): CompiledJobSpec {
+  const schedule = normalizeSchedule(input.schedule, context.nowMs);
+  const recurring = 'cron' in schedule;
+  const spec: JobSpec = {
+    key: input.key ?? null,
+    schedule,
+    pool: input.pool,
+    payload: input.payload ?? null,
+    lane: input.lane ?? 'P1',
+    tolerance_s: input.tolerance_s ?? (recurring ? context.cronToleranceDefaultS : limits.oneShotToleranceSecondsDefault),
+    retry: { ...limits.retryDefault, ...definedOnly(input.retry ?? {}) },
+    overlap: input.overlap ?? 'forbid',
+    catch_up: input.catch_up ?? 'latest',
+    catch_up_window_s: input.catch_up_window_s ?? limits.catchUpWindowSecondsDefault,
+    dst: { gap: input.dst?.gap ?? 'shift', repeat: input.dst?.repeat ?? 'first' },
+    idempotency: input.idempotency ?? 'keyed',
+    lease_s: input.lease_s ?? limits.leaseSecondsDefault,
+    max_silence_s: input.max_silence_s ?? null,
+    resources: input.resources ?? [],
+    labels: input.labels ?? {},
+  };
+  return { spec, schedule: checkSpec(spec, context.payloadBytesMax) };
+}
+
+/**
+ * A PATCH over an existing spec: top-level fields replace, `retry` and `dst` merge field by
+ * field (so `{"retry": {"max_attempts": 3}}` keeps the backoff). Answers whether the
+ * pending timer has to be recomputed.
+ */
+export function specFromPatch(current: JobSpec, patch: JobPatchBody, context: SpecContext):
+  CompiledJobSpec & { timingChanged: boolean } {
+  const spec: JobSpec = { ...current };
+  if (patch.schedule !== undefined) spec.schedule = normalizeSchedule(patch.schedule, context.nowMs);
+  if (patch.pool !== undefined) spec.pool = patch.pool;
+  if ('payload' in patch) spec.payload = patch.payload ?? null;
+  if (patch.lane !== undefined) spec.lane = patch.lane;
+  if (patch.tolerance_s !== undefined) spec.tolerance_s = patch.tolerance_s;
+  if (patch.retry !== undefined) spec.retry = { ...current.retry, ...definedOnly(patch.retry) };
+  if (patch.overlap !== undefined) spec.overlap = patch.overlap;
+  if (patch.catch_up !== undefined) spec.catch_up = patch.catch_up;
+  if (patch.catch_up_window_s !== undefined) spec.catch_up_window_s = patch.catch_up_window_s;
+  if (patch.dst !== undefined) spec.dst = { ...current.dst, ...definedOnly(patch.dst) };
+  if (patch.idempotency !== undefined) spec.idempotency = patch.idempotency;
+  if (patch.lease_s !== undefined) spec.lease_s = patch.lease_s;
+  if (patch.max_silence_s !== undefined) spec.max_silence_s = patch.max_silence_s;
+  if (patch.resources !== undefined) spec.resources = patch.resources;
+  if (patch.labels !== undefined) spec.labels = patch.labels;
+  const timingChanged = patch.schedule !== undefined || patch.tolerance_s !== undefined || patch.dst !== undefined;
+  return { spec, schedule: checkSpec(spec, context.payloadBytesMax), timingChanged };
+}
+
+/** NUL, newlines and the other C0 controls, and DEL. */
+export function hasControlCharacter(text: string): boolean {
+  for (let index = 0; index < text.length; index++) {
+    const code = text.charCodeAt(index);
+    if (code < 0x20 || code === 0x7f) return true;
+  }
+  return false;
+}
+
+/** Drops keys whose value is undefined, so a spread does not overwrite a default with it. */
+function definedOnly<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, entry]) => entry !== undefined)) as Partial<T>;
+}

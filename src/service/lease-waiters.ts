@@ -1,0 +1,214 @@
+/**
+ * Long-poll leasing (`POST /v1/workers/lease` with `wait_s`). A worker that finds nothing
+ * waits here instead of polling; it is answered as soon as runs of its pool become
+ * leasable. Two things wake a pool's waiters:
+ *
+ * - the store's `onRunsReady(pool)` (dispatch, re-offer, replay, trigger), and
+ * - the earliest `ready_at` of a retry in the pool (`store.nextReadyAtMs`), armed on the
+ *   injected clock, so retries come due under the virtual clock too.
+ *
+ * Wake-ups are coalesced: a pool is drained by one loop at a time, which serves waiters in
+ * arrival order and stops at the first short answer (the pool is empty for that team);
+ * wake-ups arriving meanwhile only mark the loop to go round once more. `wait_s` itself is
+ * a transport timeout and runs in real time even in virtual-clock mode: a client's HTTP
+ * request must end whatever simulated time does.
+ */
+import type { Clock, TimerHandle } from '../clock.js';
+import type { Logger } from '../obs/log.js';
+import type { LeasedRun, LeaseRunsRequest, Store, TeamScope } from '../store/store.js';
+
+export interface LeaseWaitRequest {
+  scope: TeamScope;
+  pool: string;
+  max: number;
+  leaseMs: number | null;
+  workerId: string | null;
+  /** Real milliseconds to wait for work; 0 answers at once. */
+  waitMs: number;
+  /** Aborted when the client went away: stop waiting. */
+  signal?: AbortSignal;
+}
+
+interface Waiter {
+  request: LeaseWaitRequest;
+  /** A lease for this waiter is in flight; a timeout must let it land first. */
+  leasing: boolean;
+  expired: boolean;
+  settled: boolean;
+  timeout: NodeJS.Timeout;
+  resolve(runs: LeasedRun[]): void;
+  reject(error: unknown): void;
+}
+
+interface PoolQueue {
+  waiters: Waiter[];
+  draining: boolean;
+  /** A wake-up arrived while draining: go round again. */
+  dirty: boolean;
+  readyTimer: { atMs: number; handle: TimerHandle } | null;
+}
+
+export class LeaseWaiters {
+  private readonly pools = new Map<string, PoolQueue>();
+  private readonly unsubscribe: () => void;
+  private closed = false;
+
+  constructor(private readonly store: Store, private readonly clock: Clock, private readonly logger: Logger) {
+    this.unsubscribe = store.onRunsReady((pool) => this.wake(pool));
+  }
+
+  /** Leases at once, or waits up to `waitMs` for runs of the pool; answers [] on timeout. */
+  lease(request: LeaseWaitRequest): Promise<LeasedRun[]> {
+    if (request.waitMs <= 0 || this.closed) return this.store.leaseRuns(this.storeRequest(request));
+    return new Promise<LeasedRun[]>((resolve, reject) => {
+      const waiter: Waiter = {
+        request, leasing: false, expired: false, settled: false, resolve, reject,
+        timeout: setTimeout(() => this.expire(waiter), request.waitMs),
+      };
+      request.signal?.addEventListener('abort', () => this.expire(waiter), { once: true });
+      this.queueOf(request.pool).waiters.push(waiter);
+      void this.wake(request.pool);
+    });
+  }
+
+  /** Answers every waiter with no runs and stops listening (server shutdown). */
+  close(): void {
+    this.closed = true;
+    this.unsubscribe();
+    for (const [pool, queue] of this.pools) {
+      for (const waiter of queue.waiters) this.settle(waiter, []);
+      queue.readyTimer?.handle.cancel();
+      this.pools.delete(pool);
+    }
+  }
+
+  /** Waiters currently parked; for tests and metrics. */
+  waitingCount(): number {
+    let count = 0;
+    for (const queue of this.pools.values()) count += queue.waiters.filter((waiter) => !waiter.settled).length;
+    return count;
+  }
+
+  private queueOf(pool: string): PoolQueue {
+    let queue = this.pools.get(pool);
+    if (queue === undefined) {
+      queue = { waiters: [], draining: false, dirty: false, readyTimer: null };
+      this.pools.set(pool, queue);
+    }
+    return queue;
+  }
+
+  private wake(pool: string): Promise<void> {
+    const queue = this.pools.get(pool);
+    if (queue === undefined) return Promise.resolve();
+    if (queue.draining) {
+      queue.dirty = true;
+      return Promise.resolve();
+    }
+    return this.drain(pool, queue);
+  }
+
+  private async drain(pool: string, queue: PoolQueue): Promise<void> {
+    queue.draining = true;
+    try {
+      do {
+        queue.dirty = false;
+        await this.servePass(queue);
+      } while (queue.dirty && !this.closed);
+      await this.armReadyTimer(pool, queue);
+    } catch (error) {
+      this.logger.error({ err: error, pool }, 'long-poll drain failed');
+    } finally {
+      queue.draining = false;
+      this.forgetIfIdle(pool, queue);
+    }
+  }
+
+  /** Serves waiters in arrival order until each team scope comes back short. */
+  private async servePass(queue: PoolQueue): Promise<void> {
+    const drainedScopes = new Set<string>();
+    let allDrained = false;
+    for (const waiter of [...queue.waiters]) {
+      if (waiter.settled || this.closed) continue;
+      const scope = waiter.request.scope;
+      if (allDrained || (scope !== null && drainedScopes.has(scope))) continue;
+      waiter.leasing = true;
+      let runs: LeasedRun[];
+      try {
+        runs = await this.store.leaseRuns(this.storeRequest(waiter.request));
+      } catch (error) {
+        waiter.leasing = false;
+        this.fail(waiter, error);
+        continue;
+      }
+      waiter.leasing = false;
+      if (runs.length > 0 || waiter.expired) this.settle(waiter, runs);
+      if (runs.length < waiter.request.max) {
+        if (scope === null) allDrained = true;
+        else drainedScopes.add(scope);
+      }
+    }
+    queue.waiters = queue.waiters.filter((waiter) => !waiter.settled);
+  }
+
+  /**
+   * Arms one clock timer per pool at the earliest retry coming due for its waiters. Only
+   * future instants are armed: a "ready now" the lease did not get (a held run, a race)
+   * must not spin; the next onRunsReady covers it.
+   */
+  private async armReadyTimer(pool: string, queue: PoolQueue): Promise<void> {
+    if (queue.waiters.length === 0 || this.closed) return;
+    const scopes = new Set(queue.waiters.map((waiter) => waiter.request.scope));
+    const nowMs = this.clock.nowMs();
+    let earliestMs: number | null = null;
+    for (const scope of scopes) {
+      const readyAtMs = await this.store.nextReadyAtMs(scope, pool);
+      if (readyAtMs !== null && readyAtMs > nowMs && (earliestMs === null || readyAtMs < earliestMs)) earliestMs = readyAtMs;
+    }
+    if (earliestMs === null || this.closed) return;
+    if (queue.readyTimer !== null && queue.readyTimer.atMs <= earliestMs) return;
+    queue.readyTimer?.handle.cancel();
+    const handle = this.clock.setTimer(earliestMs, () => {
+      queue.readyTimer = null;
+      return this.wake(pool);
+    });
+    queue.readyTimer = { atMs: earliestMs, handle };
+  }
+
+  private forgetIfIdle(pool: string, queue: PoolQueue): void {
+    queue.waiters = queue.waiters.filter((waiter) => !waiter.settled);
+    if (queue.waiters.length > 0 || queue.draining) return;
+    queue.readyTimer?.handle.cancel();
+    if (this.pools.get(pool) === queue) this.pools.delete(pool);
+  }
+
+  private expire(waiter: Waiter): void {
+    if (waiter.settled) return;
+    waiter.expired = true;
+    // A lease in flight lands first, so that runs it took are handed over, not stranded.
+    if (!waiter.leasing) this.settle(waiter, []);
+  }
+
+  private settle(waiter: Waiter, runs: LeasedRun[]): void {
+    if (waiter.settled) return;
+    waiter.settled = true;
+    clearTimeout(waiter.timeout);
+    waiter.resolve(runs);
+    const queue = this.pools.get(waiter.request.pool);
+    if (queue !== undefined && !queue.draining) this.forgetIfIdle(waiter.request.pool, queue);
+  }
+
+  private fail(waiter: Waiter, error: unknown): void {
+    if (waiter.settled) return;
+    waiter.settled = true;
+    clearTimeout(waiter.timeout);
+    waiter.reject(error);
+  }
+
+  private storeRequest(request: LeaseWaitRequest): LeaseRunsRequest {
+    return {
+      team: request.scope, pool: request.pool, max: request.max, leaseMs: request.leaseMs,
+      workerId: request.workerId, nowMs: this.clock.nowMs(),
+    };
+  }
+}

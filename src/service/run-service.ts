@@ -1,0 +1,101 @@
+/**
+ * Run operations behind the HTTP API: the ledger (lists, one run with its events, the DLQ,
+ * replay) and the worker calls (heartbeat, complete). Leasing, which may wait, lives in
+ * lease-waiters.ts. Fencing is the store's: a stale token changes nothing and is counted.
+ */
+import { TicklerError } from '../errors.js';
+import type { Clock } from '../clock.js';
+import type { Metrics } from '../obs/metrics.js';
+import type { CompletionStatus, Page, RunRecord } from '../domain/types.js';
+import type { RunListFilter, RunWithEvents, Store, TeamScope } from '../store/store.js';
+import { notFound } from './job-service.js';
+
+export interface RunServiceDeps {
+  store: Store;
+  clock: Clock;
+  metrics: Metrics;
+  resultBytesMax: number;
+}
+
+export interface Completion {
+  fencingToken: string;
+  status: CompletionStatus;
+  error: string | null;
+  result: unknown;
+}
+
+export class RunService {
+  constructor(private readonly deps: RunServiceDeps) {}
+
+  list(filter: RunListFilter): Promise<Page<RunRecord>> {
+    return this.deps.store.listRuns(filter);
+  }
+
+  async get(scope: TeamScope, runId: string): Promise<RunWithEvents> {
+    const run = await this.deps.store.getRun(scope, runId);
+    if (run === null) throw notFound('run', runId);
+    return run;
+  }
+
+  /** A dead run back to ready under the same run_id; anything else is not in the DLQ. */
+  async replay(scope: TeamScope, runId: string): Promise<RunRecord> {
+    const outcome = await this.deps.store.replayRun(scope, runId, this.deps.clock.nowMs());
+    switch (outcome.kind) {
+      case 'replayed':
+        return outcome.run;
+      case 'not_found':
+        throw notFound('run', runId);
+      case 'invalid_state':
+        throw new TicklerError('invalid_state', `run ${runId} is ${outcome.run.status}; only a dead run can be replayed`);
+    }
+  }
+
+  async heartbeat(scope: TeamScope, runId: string, fencingToken: string): Promise<number> {
+    const outcome = await this.deps.store.heartbeatRun(scope, runId, fencingToken, this.deps.clock.nowMs());
+    switch (outcome.kind) {
+      case 'extended':
+        return outcome.leaseExpiresAtMs;
+      case 'not_found':
+        throw notFound('run', runId);
+      case 'stale_token':
+        this.deps.metrics.staleCompletionsTotal.inc({ call: 'heartbeat' });
+        throw staleToken(runId);
+      case 'cancelled':
+        throw new TicklerError('cancelled', `run ${runId} was cancelled; stop working on it`);
+    }
+  }
+
+  async complete(scope: TeamScope, runId: string, completion: Completion): Promise<RunRecord> {
+    const resultBytes = Buffer.byteLength(JSON.stringify(completion.result ?? null), 'utf8');
+    if (resultBytes > this.deps.resultBytesMax) {
+      throw new TicklerError('payload_too_large', `result is ${resultBytes} bytes of JSON, over the limit of ${this.deps.resultBytesMax}`,
+        { field: 'result' });
+    }
+    const outcome = await this.deps.store.completeRun({
+      team: scope,
+      runId,
+      fencingToken: completion.fencingToken,
+      status: completion.status,
+      error: completion.error,
+      result: completion.result ?? null,
+      nowMs: this.deps.clock.nowMs(),
+    });
+    switch (outcome.kind) {
+      case 'completed':
+        this.deps.metrics.attemptsTotal.inc({ outcome: completion.status });
+        return outcome.run;
+      case 'not_found':
+        throw notFound('run', runId);
+      case 'stale_token':
+        this.deps.metrics.staleCompletionsTotal.inc({ call: 'complete' });
+        throw staleToken(runId);
+      case 'cancelled':
+        throw new TicklerError('cancelled', `run ${runId} was cancelled; its completion is not recorded`);
+    }
+  }
+}
+
+function staleToken(runId: string): TicklerError {
+  return new TicklerError('stale_token', `the fencing token is not the current one of run ${runId}; another attempt holds it`,
+    { field: 'fencing_token' });
+}

@@ -1,0 +1,287 @@
+/**
+ * TESTING.md "Bad input": each case answers a specific 4xx and leaves no partial state.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { cronJob, delayJob, startHarness, type Harness } from './harness.js';
+import { TicklerError } from '../../src/errors.js';
+import type { Store } from '../../src/store/store.js';
+
+interface Case {
+  name: string;
+  body?: unknown;
+  raw?: string;
+  headers?: Record<string, string>;
+  status: number;
+  code: string;
+  field?: string;
+}
+
+function nested(depth: number): unknown {
+  let value: unknown = 1;
+  for (let level = 0; level < depth; level++) value = { a: value };
+  return value;
+}
+
+const rejectedCreates: Case[] = [
+  { name: 'payload one byte over the limit', body: delayJob({ payload: 'x'.repeat(65_535) }), status: 413, code: 'payload_too_large', field: 'payload' },
+  { name: 'payload far over the limit', body: delayJob({ payload: 'x'.repeat(900_000) }), status: 413, code: 'payload_too_large', field: 'payload' },
+  { name: 'body over 1 MiB', body: delayJob({ payload: 'x'.repeat(1_100_000) }), status: 413, code: 'payload_too_large' },
+  { name: 'deep nesting', body: delayJob({ payload: nested(200) }), status: 400, code: 'invalid_request' },
+  { name: 'very deep nesting', raw: `${'['.repeat(100_000)}${']'.repeat(100_000)}`, status: 400, code: 'invalid_request' },
+  { name: '__proto__ key at the top', raw: '{"__proto__": {"polluted": true}, "schedule": {"delay_s": 1}, "pool": "p"}', status: 400, code: 'invalid_request' },
+  { name: '__proto__ key in the payload', raw: '{"schedule": {"delay_s": 1}, "pool": "p", "payload": {"x": {"__proto__": {"polluted": true}}}}', status: 400, code: 'invalid_request' },
+  { name: 'escaped __proto__ key', raw: '{"schedule": {"delay_s": 1}, "pool": "p", "payload": {"\\u005f_proto__": {"polluted": true}}}', status: 400, code: 'invalid_request' },
+  { name: 'constructor.prototype', raw: '{"schedule": {"delay_s": 1}, "pool": "p", "payload": {"constructor": {"prototype": {"polluted": true}}}}', status: 400, code: 'invalid_request' },
+  { name: 'not JSON', raw: '{"schedule": ', status: 400, code: 'invalid_json' },
+  { name: 'empty JSON body', raw: '', status: 400, code: 'invalid_request' },
+  { name: 'a JSON array', raw: '[]', status: 400, code: 'invalid_request' },
+  { name: 'wrong content type', raw: 'schedule=1', headers: { 'content-type': 'text/plain' }, status: 415, code: 'unsupported_media_type' },
+  { name: 'form content type', raw: 'a=1', headers: { 'content-type': 'application/x-www-form-urlencoded' }, status: 415, code: 'unsupported_media_type' },
+  { name: 'unknown field', body: delayJob({ colour: 'red' }), status: 400, code: 'invalid_request', field: 'colour' },
+  { name: 'unknown nested field', body: delayJob({ retry: { max_attempts: 3, jitter: 1 } }), status: 400, code: 'invalid_request', field: 'retry.jitter' },
+  { name: 'a string for a number', body: delayJob({ lease_s: '60' }), status: 400, code: 'invalid_request', field: 'lease_s' },
+  { name: 'a string for delay_s', body: { schedule: { delay_s: '5' }, pool: 'p' }, status: 400, code: 'invalid_request', field: 'schedule.delay_s' },
+  { name: 'missing pool', body: { schedule: { delay_s: 5 } }, status: 400, code: 'invalid_request', field: 'pool' },
+  { name: 'missing schedule', body: { pool: 'p' }, status: 400, code: 'invalid_request', field: 'schedule' },
+  { name: 'two kinds of schedule', body: { schedule: { delay_s: 5, cron: '* * * * *' }, pool: 'p' }, status: 400, code: 'invalid_request', field: 'schedule' },
+  { name: 'tz without cron', body: { schedule: { delay_s: 5, tz: 'UTC' }, pool: 'p' }, status: 400, code: 'invalid_request', field: 'schedule.tz' },
+  { name: 'unknown lane', body: delayJob({ lane: 'P9' }), status: 400, code: 'invalid_request', field: 'lane' },
+  { name: 'cron that never fires', body: cronJob({ schedule: { cron: '0 0 30 2 *' } }), status: 400, code: 'invalid_schedule', field: 'schedule.cron' },
+  { name: 'cron field out of range', body: cronJob({ schedule: { cron: '0 25 * * *' } }), status: 400, code: 'invalid_schedule', field: 'schedule.cron' },
+  { name: 'cron step of zero', body: cronJob({ schedule: { cron: '*/0 * * * *' } }), status: 400, code: 'invalid_schedule', field: 'schedule.cron' },
+  { name: 'cron with four fields', body: cronJob({ schedule: { cron: '0 2 * *' } }), status: 400, code: 'invalid_schedule', field: 'schedule.cron' },
+  { name: 'empty cron', body: cronJob({ schedule: { cron: '' } }), status: 400, code: 'invalid_schedule', field: 'schedule.cron' },
+  {
+    name: 'cron with a 10 kB list',
+    body: cronJob({ schedule: { cron: `${Array.from({ length: 2500 }, (_, index) => index % 60).join(',')} * * * *` } }),
+    status: 400, code: 'invalid_schedule', field: 'schedule.cron',
+  },
+  { name: 'unknown time zone', body: cronJob({ schedule: { cron: '0 2 * * *', tz: 'Mars/Olympus' } }), status: 400, code: 'invalid_timezone', field: 'schedule.tz' },
+  { name: 'at beyond the year 9999', body: { schedule: { at: '10000-01-01T00:00:00.000Z' }, pool: 'p' }, status: 400, code: 'invalid_schedule', field: 'schedule.at' },
+  { name: 'at with an expanded year', body: { schedule: { at: '+275760-09-13T00:00:00.000Z' }, pool: 'p' }, status: 400, code: 'invalid_schedule', field: 'schedule.at' },
+  { name: 'at that is NaN', body: { schedule: { at: 'NaN' }, pool: 'p' }, status: 400, code: 'invalid_schedule', field: 'schedule.at' },
+  { name: 'at that is not a date', body: { schedule: { at: '2026-02-30T00:00:00Z' }, pool: 'p' }, status: 400, code: 'invalid_schedule', field: 'schedule.at' },
+  { name: 'delay_s that is infinite', raw: '{"schedule": {"delay_s": 1e400}, "pool": "p"}', status: 400, code: 'invalid_request', field: 'schedule.delay_s' },
+  { name: 'negative delay_s', body: { schedule: { delay_s: -1 }, pool: 'p' }, status: 400, code: 'invalid_request', field: 'schedule.delay_s' },
+  { name: 'retry attempts zero', body: delayJob({ retry: { max_attempts: 0 } }), status: 400, code: 'invalid_request', field: 'retry.max_attempts' },
+  { name: 'retry attempts negative', body: delayJob({ retry: { max_attempts: -3 } }), status: 400, code: 'invalid_request', field: 'retry.max_attempts' },
+  { name: 'retry attempts huge', body: delayJob({ retry: { max_attempts: 1e12 } }), status: 400, code: 'invalid_request', field: 'retry.max_attempts' },
+  { name: 'retry base zero', body: delayJob({ retry: { base_s: 0 } }), status: 400, code: 'invalid_request', field: 'retry.base_s' },
+  { name: 'retry base huge', body: delayJob({ retry: { base_s: 1e9 } }), status: 400, code: 'invalid_request', field: 'retry.base_s' },
+  { name: 'retry cap below base', body: delayJob({ retry: { base_s: 60, max_s: 30 } }), status: 400, code: 'invalid_request', field: 'retry.max_s' },
+  { name: 'lease_s below 5', body: delayJob({ lease_s: 4 }), status: 400, code: 'invalid_request', field: 'lease_s' },
+  { name: 'lease_s above 900', body: delayJob({ lease_s: 901 }), status: 400, code: 'invalid_request', field: 'lease_s' },
+  { name: 'negative tolerance', body: delayJob({ tolerance_s: -1 }), status: 400, code: 'invalid_request', field: 'tolerance_s' },
+  { name: 'key with NUL', body: delayJob({ key: 'a\u0000b' }), status: 400, code: 'invalid_request', field: 'key' },
+  { name: 'key with a newline', body: delayJob({ key: 'a\nb' }), status: 400, code: 'invalid_request', field: 'key' },
+  { name: 'very long key', body: delayJob({ key: 'k'.repeat(10_000) }), status: 400, code: 'invalid_request', field: 'key' },
+  { name: 'pool with a quote', body: delayJob({ pool: 'bill\'ing' }), status: 400, code: 'invalid_request', field: 'pool' },
+  { name: 'label value not a string', body: delayJob({ labels: { tier: 1 } }), status: 400, code: 'invalid_request', field: 'labels.tier' },
+  { name: 'label name with =', body: delayJob({ labels: { 'a=b': 'c' } }), status: 400, code: 'invalid_request', field: 'labels' },
+];
+
+describe('bad input to POST /v1/jobs', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness();
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  for (const badCase of rejectedCreates) {
+    it(`answers ${badCase.status} ${badCase.code} for ${badCase.name}, creating nothing`, async () => {
+      const answer = await h.call('POST', '/v1/jobs', {
+        ...(badCase.raw === undefined ? { body: badCase.body } : { raw: badCase.raw }),
+        ...(badCase.headers === undefined ? {} : { headers: badCase.headers }),
+      });
+      assert.equal(answer.status, badCase.status, answer.text.slice(0, 300));
+      assert.equal(answer.json.error.code, badCase.code);
+      assert.equal(typeof answer.json.error.message, 'string');
+      if (badCase.field !== undefined) assert.equal(answer.json.error.field, badCase.field, answer.json.error.message);
+      assert.deepEqual((await h.call('GET', '/v1/jobs')).json.items, []);
+      assert.equal(({} as Record<string, unknown>)['polluted'], undefined);
+      assert.equal(Object.prototype.hasOwnProperty.call(Object.prototype, 'polluted'), false);
+    });
+  }
+});
+
+describe('input at the limits is accepted', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness();
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  it('takes a payload of exactly 65,536 bytes of JSON', async () => {
+    const payload = 'x'.repeat(65_534); // plus two quotes
+    assert.equal(Buffer.byteLength(JSON.stringify(payload)), 65_536);
+    const answer = await h.call('POST', '/v1/jobs', { body: delayJob({ payload }) });
+    assert.equal(answer.status, 201);
+    assert.equal(answer.json.payload, payload);
+  });
+
+  it('takes a batch body over 1 MiB (up to 16 MiB)', async () => {
+    const jobs = Array.from({ length: 40 }, () => delayJob({ payload: 'y'.repeat(40_000) }));
+    const answer = await h.call('POST', '/v1/jobs:batch', { body: { jobs } });
+    assert.equal(answer.status, 200);
+    assert.equal(answer.json.results.length, 40);
+  });
+
+  it('takes hostile but printable keys literally', async () => {
+    for (const key of ['\'; DROP TABLE jobs;--', '../../etc/passwd', 'a/b', '%_%']) {
+      const answer = await h.call('POST', '/v1/jobs', { body: delayJob({ key }) });
+      assert.equal(answer.status, 201, key);
+      assert.equal(answer.json.key, key);
+    }
+  });
+
+  it('takes a cron that fires every second', async () => {
+    const answer = await h.call('POST', '/v1/jobs', { body: cronJob({ schedule: { cron: '* * * * * *' } }) });
+    assert.equal(answer.status, 201);
+    assert.equal(answer.json.next_scheduled_at, new Date(h.clock.nowMs() + 1000).toISOString());
+  });
+});
+
+describe('hostile ids', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness();
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  const ids = ['\'', '%27%3B--', ';--', '..', '%2E%2E', '%2F', 'a%2Fb', '%00', 'a%00b', '%0A', 'x%0D%0Ay', 'k'.repeat(10_000), '%E2%80%AE', '%FF'];
+  const dotSegments = new Set(['..', '%2E%2E']);
+  for (const id of ids) {
+    it(`answers 404 or 400, never 500, for the id ${JSON.stringify(id.slice(0, 24))}`, async () => {
+      for (const [method, url, body] of [
+        ['GET', `/v1/jobs/${id}`, undefined],
+        ['PATCH', `/v1/jobs/${id}`, { payload: 1 }],
+        ['DELETE', `/v1/jobs/${id}`, undefined],
+        ['POST', `/v1/jobs/${id}/pause`, undefined],
+        ['POST', `/v1/jobs/${id}/trigger`, undefined],
+        ['GET', `/v1/jobs/${id}/runs`, undefined],
+        ['GET', `/v1/runs/${id}`, undefined],
+        ['POST', `/v1/runs/${id}/replay`, undefined],
+        ['POST', `/v1/runs/${id}/heartbeat`, { fencing_token: '1' }],
+        ['POST', `/v1/runs/${id}/complete`, { fencing_token: '1', status: 'succeeded' }],
+      ] as const) {
+        const answer = await h.call(method, url, { body });
+        if (dotSegments.has(id) && answer.status === 200) continue; // `/v1/jobs/../runs` is `/v1/runs`: a URL, not an id
+        assert.ok(answer.status === 404 || answer.status === 400, `${method} ${url.slice(0, 60)}: ${answer.status} ${answer.text.slice(0, 200)}`);
+        assert.equal(typeof answer.json.error.code, 'string');
+      }
+    });
+  }
+});
+
+describe('other bad input', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness();
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  it('answers unknown routes and methods with not_found', async () => {
+    for (const [method, url] of [['GET', '/v2/jobs'], ['PUT', '/v1/jobs'], ['GET', '/v1/jobs/a/b/c'], ['POST', '/v1/clock/rewind']]) {
+      const answer = await h.call(method!, url!);
+      assert.equal(answer.status, 404);
+      assert.equal(answer.json.error.code, 'not_found');
+    }
+  });
+
+  it('checks query parameters strictly', async () => {
+    const cases: [string, string][] = [
+      ['/v1/jobs?limit=0', 'limit'],
+      ['/v1/jobs?limit=1001', 'limit'],
+      ['/v1/jobs?limit=ten', 'limit'],
+      ['/v1/jobs?state=sleeping', 'state'],
+      ['/v1/jobs?colour=red', 'colour'],
+      ['/v1/jobs?cursor=%00', 'cursor'],
+      ['/v1/runs?status=exploded', 'status'],
+      ['/v1/runs?until=2026-13-01T00:00:00Z', 'until'],
+    ];
+    for (const [url, field] of cases) {
+      const answer = await h.call('GET', url);
+      assert.equal(answer.status, 400, url);
+      assert.equal(answer.json.error.code, 'invalid_request');
+      assert.equal(answer.json.error.field, field, url);
+    }
+  });
+
+  it('checks worker bodies', async () => {
+    const lease = await h.call('POST', '/v1/workers/lease', { body: { pool: 'p', max: 0 } });
+    assert.equal(lease.status, 400);
+    assert.equal(lease.json.error.field, 'max');
+    const wait = await h.call('POST', '/v1/workers/lease', { body: { pool: 'p', wait_s: 61 } });
+    assert.equal(wait.json.error.field, 'wait_s');
+    const status = await h.call('POST', '/v1/runs/00000000000000000000000000000000/complete', {
+      body: { fencing_token: '1', status: 'done' },
+    });
+    assert.equal(status.status, 400);
+    assert.equal(status.json.error.field, 'status');
+  });
+
+  it('never answers 500 to fuzzed create bodies, and answers quickly', async () => {
+    await fc.assert(fc.asyncProperty(fc.jsonValue({ maxDepth: 6 }), async (value) => {
+      const startedMs = performance.now();
+      const answer = await h.call('POST', '/v1/jobs', { body: value });
+      assert.ok(answer.status < 500, `${answer.status} for ${JSON.stringify(value).slice(0, 200)}`);
+      assert.ok(performance.now() - startedMs < 2000);
+    }), { numRuns: 150 });
+    await fc.assert(fc.asyncProperty(fc.string({ maxLength: 80 }), fc.string({ maxLength: 40 }), async (cron, tz) => {
+      const answer = await h.call('POST', '/v1/jobs', { body: { schedule: { cron, tz }, pool: 'fuzz' } });
+      assert.ok(answer.status === 201 || answer.status === 400, `${answer.status} for ${JSON.stringify({ cron, tz })}: ${answer.text}`);
+    }), { numRuns: 200 });
+    await fc.assert(fc.asyncProperty(fc.string({ maxLength: 200 }), async (text) => {
+      const answer = await h.call('POST', '/v1/jobs', { raw: text });
+      assert.ok(answer.status >= 400 && answer.status < 500, `${answer.status} for ${JSON.stringify(text)}`);
+    }), { numRuns: 150 });
+  });
+});
+
+describe('store outage', () => {
+  function failing(store: Store, error: () => Error): Store {
+    return new Proxy(store, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver) as unknown;
+        if (typeof value !== 'function') return value;
+        if (property === 'close' || property === 'onRunsReady' || property === 'onNearTimers') return value.bind(target);
+        return () => Promise.reject(error());
+      },
+    });
+  }
+
+  for (const [name, error] of [
+    ['a TicklerError unavailable', () => new TicklerError('unavailable', 'store unreachable')],
+    ['a SQLite I/O error', () => Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' })],
+    ['a refused PostgreSQL connection', () => Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })],
+  ] as const) {
+    it(`answers 503 unavailable on ${name}`, async () => {
+      const h = await startHarness({ wrapStore: (store) => failing(store, error) });
+      try {
+        for (const [method, url, body] of [
+          ['POST', '/v1/jobs', delayJob()],
+          ['GET', '/v1/jobs', undefined],
+          ['GET', '/v1/jobs/j_0000000000000000000000000000', undefined],
+          ['POST', '/v1/workers/lease', { pool: 'p' }],
+          ['POST', '/v1/workers/lease', { pool: 'p', wait_s: 1 }],
+        ] as const) {
+          const answer = await h.call(method, url, { body });
+          assert.equal(answer.status, 503, `${method} ${url}`);
+          assert.equal(answer.json.error.code, 'unavailable');
+        }
+      } finally {
+        await h.close();
+      }
+    });
+  }
+});

@@ -1,0 +1,341 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { cronJob, delayJob, startHarness, startMs, type Harness } from './harness.js';
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+const hourMs = 3_600_000;
+
+describe('jobs API', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness();
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  it('creates a cron job with every default filled in', async () => {
+    const answer = await h.call('POST', '/v1/jobs', { body: cronJob() });
+    assert.equal(answer.status, 201);
+    const job = answer.json;
+    assert.match(job.job_id, /^j_[0-9a-f]+$/);
+    assert.equal(job.team, 'default');
+    assert.equal(job.state, 'active');
+    assert.deepEqual(job.schedule, { cron: '0 2 * * *', tz: 'Europe/Berlin' });
+    assert.equal(job.key, null);
+    assert.equal(job.lane, 'P1');
+    assert.equal(job.tolerance_s, 300);
+    assert.deepEqual(job.retry, { max_attempts: 5, base_s: 30, max_s: 3600 });
+    assert.equal(job.overlap, 'forbid');
+    assert.equal(job.catch_up, 'latest');
+    assert.equal(job.catch_up_window_s, 86400);
+    assert.deepEqual(job.dst, { gap: 'shift', repeat: 'first' });
+    assert.equal(job.idempotency, 'keyed');
+    assert.equal(job.lease_s, 60);
+    assert.equal(job.max_silence_s, null);
+    assert.deepEqual(job.resources, []);
+    assert.deepEqual(job.labels, {});
+    assert.deepEqual(job.payload, { n: 1 });
+    // 02:00 in Berlin in winter is 01:00Z; the first occurrence is strictly after creation.
+    assert.equal(job.next_scheduled_at, '2026-03-01T01:00:00.000Z');
+    const fireAtMs = Date.parse(job.next_fire_at);
+    assert.ok(fireAtMs >= startMs + hourMs && fireAtMs <= startMs + hourMs + 300_000, job.next_fire_at);
+    assert.equal(job.created_at, iso(startMs));
+    assert.equal(job.updated_at, iso(startMs));
+
+    const read = await h.call('GET', `/v1/jobs/${job.job_id}`);
+    assert.equal(read.status, 200);
+    assert.deepEqual(read.json, job);
+  });
+
+  it('turns delay_s into at and fires one-shots without tolerance', async () => {
+    const answer = await h.call('POST', '/v1/jobs', { body: delayJob() });
+    assert.equal(answer.status, 201);
+    const atIso = iso(h.clock.nowMs() + 900_000);
+    assert.deepEqual(answer.json.schedule, { at: atIso, delay_s: 900 });
+    assert.equal(answer.json.tolerance_s, 0);
+    assert.equal(answer.json.next_fire_at, atIso);
+    assert.equal(answer.json.next_scheduled_at, atIso);
+  });
+
+  it('accepts an at in the past (one-shots always fire) and normalises it to UTC', async () => {
+    const answer = await h.call('POST', '/v1/jobs', { body: { schedule: { at: '2026-02-01T10:00:00+01:00' }, pool: 'p' } });
+    assert.equal(answer.status, 201);
+    assert.deepEqual(answer.json.schedule, { at: '2026-02-01T09:00:00.000Z' });
+    assert.equal(answer.json.next_fire_at, '2026-02-01T09:00:00.000Z');
+    assert.equal(answer.json.payload, null);
+  });
+
+  it('answers the existing job for a repeated key and body, 409 for another body', async () => {
+    const text = JSON.stringify(cronJob({ key: 'invoice-export' }));
+    const first = await h.call('POST', '/v1/jobs', { raw: text });
+    assert.equal(first.status, 201);
+    const again = await h.call('POST', '/v1/jobs', { raw: text });
+    assert.equal(again.status, 200);
+    assert.equal(again.json.job_id, first.json.job_id);
+    // The same JSON value spelt differently is another body "as given".
+    const respelt = await h.call('POST', '/v1/jobs', { raw: ` ${text}` });
+    assert.equal(respelt.status, 409);
+    assert.equal(respelt.json.error.code, 'key_conflict');
+    const other = await h.call('POST', '/v1/jobs', { body: cronJob({ key: 'invoice-export', pool: 'other' }) });
+    assert.equal(other.status, 409);
+    assert.equal(other.json.error.code, 'key_conflict');
+    assert.equal(other.json.error.field, 'key');
+  });
+});
+
+describe('jobs API: list, change, cancel', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness();
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  it('lists newest first, filters and pages', async () => {
+    const ids: string[] = [];
+    for (let index = 0; index < 3; index++) {
+      const answer = await h.call('POST', '/v1/jobs', {
+        body: cronJob({ pool: index === 2 ? 'reports' : 'billing', labels: { tier: index === 0 ? 'gold' : 'silver' } }),
+      });
+      ids.push(answer.json.job_id);
+      await h.clock.advance(1000);
+    }
+    const all = await h.call('GET', '/v1/jobs');
+    assert.equal(all.status, 200);
+    assert.deepEqual(all.json.items.map((job: { job_id: string }) => job.job_id), [...ids].reverse());
+    assert.equal(all.json.next_cursor, null);
+
+    const byPool = await h.call('GET', '/v1/jobs?pool=reports');
+    assert.deepEqual(byPool.json.items.map((job: { job_id: string }) => job.job_id), [ids[2]]);
+    const byLabel = await h.call('GET', '/v1/jobs?label=tier%3Dgold');
+    assert.deepEqual(byLabel.json.items.map((job: { job_id: string }) => job.job_id), [ids[0]]);
+
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: { json: { items: { job_id: string }[]; next_cursor: string | null } } =
+        await h.call('GET', `/v1/jobs?limit=1${cursor === null ? '' : `&cursor=${cursor}`}`);
+      assert.ok(page.json.items.length <= 1);
+      seen.push(...page.json.items.map((job) => job.job_id));
+      cursor = page.json.next_cursor;
+    } while (cursor !== null);
+    assert.deepEqual(seen, [...ids].reverse());
+
+    await h.call('DELETE', `/v1/jobs/${ids[1]}`);
+    const cancelled = await h.call('GET', '/v1/jobs?state=cancelled');
+    assert.deepEqual(cancelled.json.items.map((job: { job_id: string }) => job.job_id), [ids[1]]);
+  });
+
+  it('patches the schedule and replaces the pending timer; merges retry field by field', async () => {
+    const created = await h.call('POST', '/v1/jobs', { body: cronJob({ tolerance_s: 0 }) });
+    const jobId = created.json.job_id;
+    const patched = await h.call('PATCH', `/v1/jobs/${jobId}`, {
+      body: { schedule: { cron: '15 * * * *', tz: 'UTC' }, retry: { max_attempts: 2 }, payload: { n: 2 } },
+    });
+    assert.equal(patched.status, 200);
+    const nextMs = Date.parse(patched.json.next_scheduled_at);
+    assert.equal(new Date(nextMs).getUTCMinutes(), 15);
+    assert.ok(nextMs > h.clock.nowMs() && nextMs <= h.clock.nowMs() + hourMs);
+    assert.equal(patched.json.next_fire_at, patched.json.next_scheduled_at);
+    assert.deepEqual(patched.json.retry, { max_attempts: 2, base_s: 30, max_s: 3600 });
+    assert.deepEqual(patched.json.payload, { n: 2 });
+    assert.equal(patched.json.job_id, jobId);
+
+    const payloadOnly = await h.call('PATCH', `/v1/jobs/${jobId}`, { body: { payload: [1, 2] } });
+    assert.equal(payloadOnly.json.next_fire_at, patched.json.next_fire_at);
+
+    const keyChange = await h.call('PATCH', `/v1/jobs/${jobId}`, { body: { key: 'new' } });
+    assert.equal(keyChange.status, 400);
+    assert.equal(keyChange.json.error.field, 'key');
+    const unknown = await h.call('PATCH', '/v1/jobs/j_0000000000000000000000000000', { body: { payload: 1 } });
+    assert.equal(unknown.status, 404);
+  });
+
+  it('cancels idempotently and refuses to change a cancelled job', async () => {
+    const created = await h.call('POST', '/v1/jobs', { body: cronJob() });
+    const jobId = created.json.job_id;
+    const first = await h.call('DELETE', `/v1/jobs/${jobId}`);
+    assert.equal(first.status, 200);
+    assert.equal(first.json.state, 'cancelled');
+    assert.equal(first.json.next_fire_at, null);
+    const second = await h.call('DELETE', `/v1/jobs/${jobId}`);
+    assert.equal(second.status, 200);
+    assert.equal(second.json.state, 'cancelled');
+    const patch = await h.call('PATCH', `/v1/jobs/${jobId}`, { body: { payload: 1 } });
+    assert.equal(patch.status, 409);
+    assert.equal(patch.json.error.code, 'invalid_state');
+    const trigger = await h.call('POST', `/v1/jobs/${jobId}/trigger`);
+    assert.equal(trigger.status, 409);
+    assert.equal(trigger.json.error.code, 'invalid_state');
+  });
+
+  it('cancels by key prefix, prefixes with LIKE wildcards taken literally', async () => {
+    for (const key of ['exp-1', 'exp-2', 'exp_3', 'other']) {
+      assert.equal((await h.call('POST', '/v1/jobs', { body: delayJob({ key }) })).status, 201);
+    }
+    const underscore = await h.call('DELETE', '/v1/jobs?key_prefix=exp_');
+    assert.deepEqual(underscore.json, { cancelled: 1 });
+    const answer = await h.call('DELETE', '/v1/jobs?key_prefix=exp-');
+    assert.equal(answer.status, 200);
+    assert.deepEqual(answer.json, { cancelled: 2 });
+    const again = await h.call('DELETE', '/v1/jobs?key_prefix=exp-');
+    assert.deepEqual(again.json, { cancelled: 0 });
+    const missing = await h.call('DELETE', '/v1/jobs');
+    assert.equal(missing.status, 400);
+    assert.equal(missing.json.error.field, 'key_prefix');
+  });
+});
+
+describe('jobs API: pause, resume, trigger', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness();
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  it('pauses only active recurring jobs and resumes at the first occurrence after now', async () => {
+    const created = await h.call('POST', '/v1/jobs', { body: cronJob({ schedule: { cron: '0 * * * *' }, tolerance_s: 0 }) });
+    const jobId = created.json.job_id;
+    const paused = await h.call('POST', `/v1/jobs/${jobId}/pause`);
+    assert.equal(paused.status, 200);
+    assert.equal(paused.json.state, 'paused');
+    assert.equal(paused.json.next_fire_at, null);
+    const pausedAgain = await h.call('POST', `/v1/jobs/${jobId}/pause`, { body: {} });
+    assert.equal(pausedAgain.status, 409);
+    assert.equal(pausedAgain.json.error.code, 'invalid_state');
+
+    await h.clock.advance(5.5 * hourMs);
+    const resumed = await h.call('POST', `/v1/jobs/${jobId}/resume`, { body: {} });
+    assert.equal(resumed.status, 200);
+    assert.equal(resumed.json.state, 'active');
+    assert.equal(resumed.json.next_scheduled_at, iso(startMs + 6 * hourMs));
+    const resumedAgain = await h.call('POST', `/v1/jobs/${jobId}/resume`);
+    assert.equal(resumedAgain.status, 409);
+
+    const oneShot = await h.call('POST', '/v1/jobs', { body: delayJob() });
+    const pauseOneShot = await h.call('POST', `/v1/jobs/${oneShot.json.job_id}/pause`);
+    assert.equal(pauseOneShot.status, 409);
+    assert.equal(pauseOneShot.json.error.code, 'invalid_state');
+    const withBody = await h.call('POST', `/v1/jobs/${jobId}/pause`, { body: { now: true } });
+    assert.equal(withBody.status, 400);
+    assert.equal(withBody.json.error.code, 'invalid_request');
+  });
+
+  it('resumes a catch_up "all" job from the moment it was paused', async () => {
+    const created = await h.call('POST', '/v1/jobs', {
+      body: cronJob({ schedule: { cron: '0 * * * *' }, tolerance_s: 0, catch_up: 'all' }),
+    });
+    const jobId = created.json.job_id;
+    const pausedAtMs = h.clock.nowMs();
+    await h.call('POST', `/v1/jobs/${jobId}/pause`);
+    await h.clock.advance(3 * hourMs);
+    const resumed = await h.call('POST', `/v1/jobs/${jobId}/resume`);
+    assert.equal(resumed.status, 200);
+    const expectedMs = Math.floor(pausedAtMs / hourMs) * hourMs + hourMs;
+    assert.equal(resumed.json.next_scheduled_at, iso(expectedMs));
+    assert.ok(expectedMs < h.clock.nowMs(), 'the timer is overdue so the backlog drains in order');
+  });
+
+  it('triggers a run now and lists it among the job\'s runs', async () => {
+    const created = await h.call('POST', '/v1/jobs', { body: cronJob() });
+    const jobId = created.json.job_id;
+    const trigger = await h.call('POST', `/v1/jobs/${jobId}/trigger`);
+    assert.equal(trigger.status, 201);
+    assert.equal(trigger.json.job_id, jobId);
+    assert.equal(trigger.json.status, 'ready');
+    assert.equal(trigger.json.scheduled_at, iso(h.clock.nowMs()));
+    const runs = await h.call('GET', `/v1/jobs/${jobId}/runs`);
+    assert.equal(runs.status, 200);
+    assert.deepEqual(runs.json.items.map((run: { run_id: string }) => run.run_id), [trigger.json.run_id]);
+    const none = await h.call('GET', `/v1/jobs/${jobId}/runs?status=succeeded`);
+    assert.deepEqual(none.json.items, []);
+    const unknownJob = await h.call('GET', '/v1/jobs/j_0000000000000000000000000000/runs');
+    assert.equal(unknownJob.status, 404);
+  });
+});
+
+describe('jobs API: batch and preview', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness();
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  it('creates a batch in order, one bad item failing only itself', async () => {
+    const answer = await h.call('POST', '/v1/jobs:batch', {
+      body: {
+        jobs: [
+          delayJob({ key: 'a' }),
+          cronJob({ schedule: { cron: '0 2 * *' } }),
+          delayJob({ retry: { max_attempts: 0 } }),
+          cronJob({ key: 'b' }),
+          delayJob({ payload: 'x'.repeat(70_000) }),
+        ],
+      },
+    });
+    assert.equal(answer.status, 200);
+    const statuses = answer.json.results.map((result: { status: number }) => result.status);
+    assert.deepEqual(statuses, [201, 400, 400, 201, 413]);
+    assert.equal(answer.json.results[0].job.key, 'a');
+    assert.equal(answer.json.results[1].error.code, 'invalid_schedule');
+    assert.equal(answer.json.results[1].error.field, 'schedule.cron');
+    assert.equal(answer.json.results[2].error.code, 'invalid_request');
+    assert.equal(answer.json.results[2].error.field, 'retry.max_attempts');
+    assert.equal(answer.json.results[3].job.key, 'b');
+    assert.equal(answer.json.results[4].error.code, 'payload_too_large');
+    const list = await h.call('GET', '/v1/jobs');
+    assert.equal(list.json.items.length, 2);
+  });
+
+  it('hashes each batch item as given, so a single create of the same text is the same job', async () => {
+    const itemText = '{"key":"same","schedule":{"delay_s":60},"pool":"p"}';
+    const batch = await h.call('POST', '/v1/jobs:batch', { raw: `{"jobs":[ ${itemText} ,\n${itemText}]}` });
+    assert.deepEqual(batch.json.results.map((result: { status: number }) => result.status), [201, 200]);
+    const single = await h.call('POST', '/v1/jobs', { raw: itemText });
+    assert.equal(single.status, 200);
+    assert.equal(single.json.job_id, batch.json.results[0].job.job_id);
+    const different = await h.call('POST', '/v1/jobs', { raw: itemText.replace('60', '61') });
+    assert.equal(different.status, 409);
+  });
+
+  it('refuses an empty or oversized batch', async () => {
+    const empty = await h.call('POST', '/v1/jobs:batch', { body: { jobs: [] } });
+    assert.equal(empty.status, 400);
+    const tooMany = await h.call('POST', '/v1/jobs:batch', { body: { jobs: Array.from({ length: 1001 }, () => delayJob()) } });
+    assert.equal(tooMany.status, 400);
+    assert.equal(tooMany.json.error.field, 'jobs');
+  });
+
+  it('previews a schedule with local times, leaving skipped DST days out', async () => {
+    const from = '2026-03-07T00:00:00.000Z';
+    const shift = await h.call('GET', `/v1/schedules/preview?cron=30+2+*+*+*&tz=America/New_York&from=${from}&count=3`);
+    assert.equal(shift.status, 200);
+    assert.deepEqual(shift.json.items, [
+      { scheduled_at: '2026-03-07T07:30:00.000Z', local: '2026-03-07T02:30:00.000-05:00' },
+      { scheduled_at: '2026-03-08T07:30:00.000Z', local: '2026-03-08T03:30:00.000-04:00' },
+      { scheduled_at: '2026-03-09T06:30:00.000Z', local: '2026-03-09T02:30:00.000-04:00' },
+    ]);
+    const skip = await h.call('GET', `/v1/schedules/preview?cron=30+2+*+*+*&tz=America/New_York&from=${from}&count=3&gap=skip`);
+    assert.deepEqual(skip.json.items.map((item: { scheduled_at: string }) => item.scheduled_at),
+      ['2026-03-07T07:30:00.000Z', '2026-03-09T06:30:00.000Z', '2026-03-10T06:30:00.000Z']);
+    const fromNow = await h.call('GET', '/v1/schedules/preview?cron=0+*+*+*+*');
+    assert.equal(fromNow.json.items.length, 10);
+    assert.ok(Date.parse(fromNow.json.items[0].scheduled_at) > h.clock.nowMs());
+
+    const badTz = await h.call('GET', '/v1/schedules/preview?cron=0+*+*+*+*&tz=Mars/Olympus');
+    assert.equal(badTz.status, 400);
+    assert.equal(badTz.json.error.code, 'invalid_timezone');
+    assert.equal(badTz.json.error.field, 'tz');
+    const tooMany = await h.call('GET', '/v1/schedules/preview?cron=0+*+*+*+*&count=1001');
+    assert.equal(tooMany.status, 400);
+    assert.equal(tooMany.json.error.field, 'count');
+    const stringCount = await h.call('GET', '/v1/schedules/preview?cron=0+*+*+*+*&count=ten');
+    assert.equal(stringCount.status, 400);
+  });
+});

@@ -1,0 +1,202 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { cronJob, startHarness, type Harness } from './harness.js';
+
+async function triggeredRun(h: Harness, pool = 'billing'): Promise<{ jobId: string; runId: string }> {
+  const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool, payload: { invoice: 7 } }) });
+  assert.equal(created.status, 201);
+  const trigger = await h.call('POST', `/v1/jobs/${created.json.job_id}/trigger`);
+  assert.equal(trigger.status, 201);
+  return { jobId: created.json.job_id, runId: trigger.json.run_id };
+}
+
+async function counterValue(h: Harness, name: string, labels: Record<string, string>): Promise<number> {
+  const metric = await h.metrics.registry.getSingleMetric(name)?.get();
+  const value = metric?.values.find((entry) => Object.entries(labels).every(([key, wanted]) => entry.labels[key] === wanted));
+  return value?.value ?? 0;
+}
+
+describe('workers: lease, heartbeat, complete', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness();
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  it('leases a ready run, extends it and records its success with events', async () => {
+    const { jobId, runId } = await triggeredRun(h);
+    const lease = await h.call('POST', '/v1/workers/lease', { body: { pool: 'billing', max: 10, worker_id: 'w-1' } });
+    assert.equal(lease.status, 200);
+    assert.equal(lease.json.runs.length, 1);
+    const leased = lease.json.runs[0];
+    assert.equal(leased.run_id, runId);
+    assert.equal(leased.job_id, jobId);
+    assert.equal(leased.attempt, 1);
+    assert.deepEqual(leased.payload, { invoice: 7 });
+    assert.equal(typeof leased.fencing_token, 'string');
+    assert.equal(leased.lease_expires_at, new Date(h.clock.nowMs() + 60_000).toISOString());
+
+    const empty = await h.call('POST', '/v1/workers/lease', { body: { pool: 'billing' } });
+    assert.deepEqual(empty.json, { runs: [] });
+
+    await h.clock.advance(10_000);
+    const beat = await h.call('POST', `/v1/runs/${runId}/heartbeat`, { body: { fencing_token: leased.fencing_token } });
+    assert.equal(beat.status, 200);
+    assert.equal(beat.json.lease_expires_at, new Date(h.clock.nowMs() + 60_000).toISOString());
+
+    const staleBeat = await h.call('POST', `/v1/runs/${runId}/heartbeat`, { body: { fencing_token: '999999999' } });
+    assert.equal(staleBeat.status, 409);
+    assert.equal(staleBeat.json.error.code, 'stale_token');
+    const staleDone = await h.call('POST', `/v1/runs/${runId}/complete`, {
+      body: { fencing_token: '999999999', status: 'succeeded' },
+    });
+    assert.equal(staleDone.status, 409);
+    assert.equal(staleDone.json.error.code, 'stale_token');
+    assert.equal((await h.call('GET', `/v1/runs/${runId}`)).json.status, 'running', 'a stale completion changes nothing');
+    assert.equal(await counterValue(h, 'tickler_worker_stale_token_total', { call: 'complete' }), 1);
+    assert.equal(await counterValue(h, 'tickler_worker_stale_token_total', { call: 'heartbeat' }), 1);
+
+    const done = await h.call('POST', `/v1/runs/${runId}/complete`, {
+      body: { fencing_token: leased.fencing_token, status: 'succeeded', result: { rows: 3 } },
+    });
+    assert.equal(done.status, 200);
+    assert.equal(done.json.status, 'succeeded');
+    assert.equal(await counterValue(h, 'tickler_attempts_total', { outcome: 'succeeded' }), 1);
+
+    const run = await h.call('GET', `/v1/runs/${runId}`);
+    assert.equal(run.status, 200);
+    assert.equal(run.json.status, 'succeeded');
+    assert.deepEqual(run.json.result, { rows: 3 });
+    assert.equal(run.json.finished_at, new Date(h.clock.nowMs()).toISOString());
+    const types = run.json.events.map((event: { type: string }) => event.type);
+    assert.ok(types.includes('leased') && types.includes('succeeded'), types.join(','));
+    for (const event of run.json.events) assert.match(event.at, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+
+    const again = await h.call('POST', `/v1/runs/${runId}/complete`, { body: { fencing_token: leased.fencing_token, status: 'failed' } });
+    assert.equal(again.status, 409, 'a second completion is not accepted');
+  });
+
+  it('sends a permanent failure to the DLQ and replays it under the same run_id', async () => {
+    const { runId } = await triggeredRun(h, 'dlq-pool');
+    const lease = await h.call('POST', '/v1/workers/lease', { body: { pool: 'dlq-pool' } });
+    const token = lease.json.runs[0].fencing_token;
+    const failed = await h.call('POST', `/v1/runs/${runId}/complete`, {
+      body: { fencing_token: token, status: 'failed_permanent', error: 'bad invoice' },
+    });
+    assert.equal(failed.status, 200);
+    assert.equal(failed.json.status, 'dead');
+    const dlq = await h.call('GET', '/v1/dlq?pool=dlq-pool');
+    assert.deepEqual(dlq.json.items.map((run: { run_id: string }) => run.run_id), [runId]);
+    assert.equal(dlq.json.items[0].last_error, 'bad invoice');
+    const otherPool = await h.call('GET', '/v1/dlq?pool=billing');
+    assert.deepEqual(otherPool.json.items, []);
+
+    const replay = await h.call('POST', `/v1/runs/${runId}/replay`);
+    assert.equal(replay.status, 200);
+    assert.equal(replay.json.run_id, runId);
+    assert.equal(replay.json.status, 'ready');
+    const replayAgain = await h.call('POST', `/v1/runs/${runId}/replay`, { body: {} });
+    assert.equal(replayAgain.status, 409);
+    assert.equal(replayAgain.json.error.code, 'invalid_state');
+    const relet = await h.call('POST', '/v1/workers/lease', { body: { pool: 'dlq-pool' } });
+    assert.equal(relet.json.runs[0].attempt, 2, 'the attempt number keeps counting');
+  });
+
+  it('lists the team\'s runs by status and time window', async () => {
+    const all = await h.call('GET', '/v1/runs');
+    assert.equal(all.status, 200);
+    assert.ok(all.json.items.length >= 2);
+    const succeeded = await h.call('GET', '/v1/runs?status=succeeded');
+    assert.ok(succeeded.json.items.every((run: { status: string }) => run.status === 'succeeded'));
+    assert.equal(succeeded.json.items.length, 1);
+    const future = await h.call('GET', `/v1/runs?since=${new Date(h.clock.nowMs() + 1000).toISOString()}`);
+    assert.deepEqual(future.json.items, []);
+    const badSince = await h.call('GET', '/v1/runs?since=yesterday');
+    assert.equal(badSince.status, 400);
+    assert.equal(badSince.json.error.field, 'since');
+    const unknownRun = await h.call('GET', '/v1/runs/00000000000000000000000000000000');
+    assert.equal(unknownRun.status, 404);
+  });
+});
+
+describe('workers: long-poll', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness();
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  it('answers a waiting worker as soon as a run becomes ready', async () => {
+    const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool: 'poll' }) });
+    const waiting = h.call('POST', '/v1/workers/lease', { body: { pool: 'poll', wait_s: 30 } });
+    // The waiter is parked before the run exists; the trigger's onRunsReady wakes it.
+    await new Promise((resolve) => setImmediate(resolve));
+    const startedMs = performance.now();
+    const trigger = await h.call('POST', `/v1/jobs/${created.json.job_id}/trigger`);
+    const answer = await waiting;
+    const waitedMs = performance.now() - startedMs;
+    assert.equal(answer.status, 200);
+    assert.equal(answer.json.runs.length, 1);
+    assert.equal(answer.json.runs[0].run_id, trigger.json.run_id);
+    assert.ok(waitedMs < 1000, `answered after ${waitedMs} ms`);
+  });
+
+  it('wakes a waiter when a retry comes due under the virtual clock', async () => {
+    const created = await h.call('POST', '/v1/jobs', {
+      body: cronJob({ pool: 'retry', retry: { max_attempts: 3, base_s: 30, max_s: 60 } }),
+    });
+    await h.call('POST', `/v1/jobs/${created.json.job_id}/trigger`);
+    const first = await h.call('POST', '/v1/workers/lease', { body: { pool: 'retry' } });
+    const { run_id: runId, fencing_token: token } = first.json.runs[0];
+    const failed = await h.call('POST', `/v1/runs/${runId}/complete`, { body: { fencing_token: token, status: 'failed', error: 'boom' } });
+    assert.equal(failed.json.status, 'retry_wait');
+
+    const waiting = h.call('POST', '/v1/workers/lease', { body: { pool: 'retry', wait_s: 30 } });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await h.clock.advance(40_000); // 30 s × uniform(0.8, 1.2) at most 36 s
+    const answer = await waiting;
+    assert.equal(answer.json.runs.length, 1);
+    assert.equal(answer.json.runs[0].run_id, runId);
+    assert.equal(answer.json.runs[0].attempt, 2);
+  });
+
+  it('answers [] when wait_s runs out, in real time', async () => {
+    const startedMs = performance.now();
+    const answer = await h.call('POST', '/v1/workers/lease', { body: { pool: 'idle', wait_s: 0.2 } });
+    const waitedMs = performance.now() - startedMs;
+    assert.deepEqual(answer.json, { runs: [] });
+    assert.ok(waitedMs >= 150 && waitedMs < 2000, `waited ${waitedMs} ms`);
+  });
+
+  it('serves several waiters of one pool, each run to one of them', async () => {
+    const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool: 'herd', overlap: 'allow' }) });
+    const waiters = Array.from({ length: 3 }, () => h.call('POST', '/v1/workers/lease', { body: { pool: 'herd', wait_s: 5 } }));
+    await new Promise((resolve) => setImmediate(resolve));
+    for (let index = 0; index < 3; index++) {
+      await h.clock.advance(1000); // triggers at distinct instants have distinct run ids
+      await h.call('POST', `/v1/jobs/${created.json.job_id}/trigger`);
+    }
+    const answers = await Promise.all(waiters);
+    const runIds = answers.flatMap((answer) => answer.json.runs.map((run: { run_id: string }) => run.run_id));
+    assert.equal(runIds.length, 3);
+    assert.equal(new Set(runIds).size, 3);
+  });
+});
+
+describe('workers: shutdown', () => {
+  it('releases waiting workers when the app closes', async () => {
+    const h = await startHarness();
+    const waiting = h.call('POST', '/v1/workers/lease', { body: { pool: 'closing', wait_s: 30 } });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const startedMs = performance.now();
+    await h.close();
+    const answer = await waiting;
+    assert.ok(performance.now() - startedMs < 5000);
+    assert.ok(answer.status === 200 || answer.status === 503, `status ${answer.status}`);
+    if (answer.status === 200) assert.deepEqual(answer.json, { runs: [] });
+  });
+});
