@@ -41,6 +41,8 @@ const yearMs = 365.2425 * 86_400_000;
 const occurrenceSearchMs = 8 * yearMs;
 /** Schedules end with the year 9999; RFC 3339 has no later years. */
 const instantLimitMs = Date.UTC(10_000, 0, 1);
+/** Searches start no earlier than the year 1000: far enough back for any preview, and inside Date's range. */
+const instantFloorMs = Date.UTC(1_000, 0, 1);
 /** One Gregorian cycle: a day pattern that matches no day in it matches none ever. */
 const gregorianCycleDays = 146_097;
 const dstDefault: DstSpec = { gap: 'shift', repeat: 'first' };
@@ -112,7 +114,7 @@ function compileCron(cron: unknown, tz: unknown, dst: DstSpec, nowMs: number | u
       { field: 'schedule.tz' });
   }
   const expression = expressionOf(cron);
-  if (nextMatchingDay(expression, 0, gregorianCycleDays) < 0) {
+  if (nextMatchingDay(expression, 0, gregorianCycleDays) === null) {
     throw new TicklerError('invalid_schedule', `"${cron}" never fires (no day matches)`, { field: 'schedule.cron' });
   }
   const schedule: CompiledSchedule = {
@@ -159,13 +161,14 @@ function searchEndMs(afterMs: number, untilMs: number | undefined): number {
 
 /** Occurrences strictly after afterMs, increasing, at most `limit`, none at/after untilMs if given. */
 export function occurrencesAfter(s: CompiledSchedule, afterMs: number, limit: number, untilMs?: number): Occurrence[] {
-  if (!Number.isFinite(afterMs) || !(limit >= 1)) return [];
+  if (!Number.isFinite(afterMs) || !(limit >= 1) || afterMs >= instantLimitMs) return [];
   if (s.kind === 'once') {
     const atMs = s.atMs ?? NaN;
     return atMs > afterMs && (untilMs === undefined || atMs < untilMs) ? [{ scheduledAtMs: atMs, skippedDst: false }] : [];
   }
   const occurrences: Occurrence[] = [];
-  for (const occurrence of cronOccurrences(streamOf(s), afterMs, searchEndMs(afterMs, untilMs))) {
+  const fromMs = Math.max(afterMs, instantFloorMs - 1);
+  for (const occurrence of cronOccurrences(streamOf(s), fromMs, searchEndMs(fromMs, untilMs))) {
     occurrences.push(occurrence);
     if (occurrences.length >= limit) break;
   }
@@ -180,12 +183,12 @@ export function nextOccurrence(s: CompiledSchedule, afterMs: number): Occurrence
 export function countOccurrences(s: CompiledSchedule, afterMs: number, untilMs: number): number {
   if (!Number.isFinite(afterMs) || !(untilMs > afterMs)) return 0;
   if (s.kind === 'once') return occurrencesAfter(s, afterMs, 1, untilMs).length;
-  return countCronOccurrences(streamOf(s), afterMs, Math.min(untilMs, instantLimitMs));
+  return countCronOccurrences(streamOf(s), Math.max(afterMs, instantFloorMs - 1), Math.min(untilMs, instantLimitMs));
 }
 
 /** The newest `countMax` occurrences strictly between afterMs and untilMs, increasing. */
 export function newestOccurrences(s: CompiledSchedule, afterMs: number, untilMs: number, countMax: number): Occurrence[] {
   if (!Number.isFinite(afterMs) || !(untilMs > afterMs)) return [];
   if (s.kind === 'once') return occurrencesAfter(s, afterMs, 1, untilMs).slice(0, Math.max(0, countMax));
-  return newestCronOccurrences(streamOf(s), afterMs, Math.min(untilMs, instantLimitMs), countMax);
+  return newestCronOccurrences(streamOf(s), Math.max(afterMs, instantFloorMs - 1), Math.min(untilMs, instantLimitMs), countMax);
 }

@@ -119,12 +119,12 @@ function render(cron: string, tz: string, dst: Partial<DstSpec> | undefined, aft
 }
 
 for (const row of rows) {
-  test(`DST conformance: ${row.name} (${row.cron}, ${row.tz})`, () => {
+  void test(`DST conformance: ${row.name} (${row.cron}, ${row.tz})`, () => {
     assert.deepEqual(render(row.cron, row.tz, row.dst, row.after, row.expected.length), row.expected);
   });
 }
 
-test('interval-like vs fixed-time follows the Vixie split', () => {
+void test('interval-like vs fixed-time follows the Vixie split', () => {
   const intervalLike = (cron: string): boolean => compileSchedule({ cron, tz: 'UTC' }, { gap: 'shift', repeat: 'first' }).intervalLike;
   assert.equal(intervalLike('*/15 * * * *'), true);
   assert.equal(intervalLike('0 * * * *'), true);
@@ -136,7 +136,7 @@ test('interval-like vs fixed-time follows the Vixie split', () => {
   assert.equal(intervalLike('@hourly'), true);
 });
 
-test('gap and repeat rules do not apply to interval-like schedules', () => {
+void test('gap and repeat rules do not apply to interval-like schedules', () => {
   for (const dst of [{ gap: 'skip' as const }, { repeat: 'last' as const }, { repeat: 'first' as const }]) {
     assert.deepEqual(render('0 * * * *', 'America/New_York', dst, '2026-11-01T04:30:00Z', 3),
       ['2026-11-01T05:00:00.000Z', '2026-11-01T06:00:00.000Z', '2026-11-01T07:00:00.000Z']);
@@ -145,7 +145,7 @@ test('gap and repeat rules do not apply to interval-like schedules', () => {
   }
 });
 
-test('localWallTime shows the local time with its offset (preview)', () => {
+void test('localWallTime shows the local time with its offset (preview)', () => {
   assert.equal(localWallTime(Date.parse('2026-03-08T07:30:00Z'), 'America/New_York'), '2026-03-08T03:30:00.000-04:00');
   assert.equal(localWallTime(Date.parse('2026-11-01T06:30:00Z'), 'America/New_York'), '2026-11-01T01:30:00.000-05:00');
   assert.equal(localWallTime(Date.parse('2026-10-03T15:45:00Z'), 'Australia/Lord_Howe'), '2026-10-04T02:45:00.000+11:00');

@@ -33,7 +33,7 @@ function describe(plan: FiringPlan): string[] {
   return plan.occurrences.map((occurrence) => `${iso(occurrence.scheduledAtMs).slice(11, 16)} ${occurrence.status}`);
 }
 
-test('a one-shot fires once, however late, and leaves no next timer', () => {
+void test('a one-shot fires once, however late, and leaves no next timer', () => {
   const spec = jobSpec({ at: '2026-01-01T10:00:00.000Z' });
   const schedule = compileSchedule(spec.schedule, spec.dst);
   const timer = firstTimer(jobId, spec, schedule, at('2026-06-01T00:00:00Z'));
@@ -42,7 +42,7 @@ test('a one-shot fires once, however late, and leaves no next timer', () => {
   assert.deepEqual(plan, { occurrences: [{ scheduledAtMs: timer!.scheduledAtMs, fireAtMs: timer!.fireAtMs, status: 'ready' }], nextTimer: null });
 });
 
-test('firstTimer is the first occurrence strictly after now, with jitter', () => {
+void test('firstTimer is the first occurrence strictly after now, with jitter', () => {
   const { spec, schedule } = setup('0 * * * *', { tolerance_s: 300 });
   const jitterMs = jitterOffsetMs(jobId, 300, hourMs);
   assert.ok(jitterMs > 0 && jitterMs <= 300_000);
@@ -50,7 +50,7 @@ test('firstTimer is the first occurrence strictly after now, with jitter', () =>
     { scheduledAtMs: at('2026-01-01T11:00:00Z'), fireAtMs: at('2026-01-01T11:00:00Z') + jitterMs });
 });
 
-test('one overdue occurrence is late, not missed: it fires', () => {
+void test('one overdue occurrence is late, not missed: it fires', () => {
   const { spec, schedule } = setup('0 * * * *');
   for (const nowIso of ['2026-01-01T10:00:00Z', '2026-01-01T10:59:59Z']) {
     const plan = planFiring(jobId, spec, schedule, { scheduledAtMs: at('2026-01-01T10:00:00Z'), fireAtMs: at('2026-01-01T10:00:00Z') }, at(nowIso));
@@ -63,7 +63,7 @@ test('one overdue occurrence is late, not missed: it fires', () => {
 const outageTimer = { scheduledAtMs: at('2026-01-01T10:00:00Z'), fireAtMs: at('2026-01-01T10:00:00Z') };
 const afterOutageMs = at('2026-01-01T15:30:00Z');
 
-test('catch_up latest fires the most recent missed occurrence and skips the others', () => {
+void test('catch_up latest fires the most recent missed occurrence and skips the others', () => {
   const { spec, schedule } = setup('0 * * * *', { catch_up: 'latest' });
   const plan = planFiring(jobId, spec, schedule, outageTimer, afterOutageMs);
   assert.deepEqual(describe(plan),
@@ -73,14 +73,14 @@ test('catch_up latest fires the most recent missed occurrence and skips the othe
   assert.equal(iso(plan.nextTimer!.scheduledAtMs), '2026-01-01T16:00:00.000Z');
 });
 
-test('catch_up none skips every missed occurrence and waits for the next one', () => {
+void test('catch_up none skips every missed occurrence and waits for the next one', () => {
   const { spec, schedule } = setup('0 * * * *', { catch_up: 'none' });
   const plan = planFiring(jobId, spec, schedule, outageTimer, afterOutageMs);
   assert.deepEqual(describe(plan).map((line) => line.split(' ')[1]), Array(6).fill('skipped_outage'));
   assert.equal(iso(plan.nextTimer!.scheduledAtMs), '2026-01-01T16:00:00.000Z');
 });
 
-test('catch_up all drains the backlog in order, one occurrence per firing', () => {
+void test('catch_up all drains the backlog in order, one occurrence per firing', () => {
   const { spec, schedule } = setup('0 * * * *', { catch_up: 'all' });
   const first = planFiring(jobId, spec, schedule, outageTimer, afterOutageMs);
   assert.deepEqual(describe(first), ['10:00 ready']);
@@ -98,7 +98,7 @@ test('catch_up all drains the backlog in order, one occurrence per firing', () =
   assert.equal(iso(timer!.scheduledAtMs), '2026-01-01T16:00:00.000Z');
 });
 
-test('occurrences older than catch_up_window_s are skipped under every policy', () => {
+void test('occurrences older than catch_up_window_s are skipped under every policy', () => {
   const window = { catch_up_window_s: 3 * 3_600 };
   const latest = setup('0 * * * *', { ...window, catch_up: 'latest' });
   assert.deepEqual(describe(planFiring(jobId, latest.spec, latest.schedule, outageTimer, afterOutageMs)).slice(-1), ['15:00 ready']);
@@ -116,7 +116,7 @@ test('occurrences older than catch_up_window_s are skipped under every policy', 
   assert.equal(iso(stale.nextTimer!.scheduledAtMs), '2026-01-02T10:00:00.000Z');
 });
 
-test('a job every second resumed after a month writes bounded rows and summarises the rest', () => {
+void test('a job every second resumed after a month writes bounded rows and summarises the rest', () => {
   for (const catchUp of ['latest', 'none', 'all'] as const) {
     const { spec, schedule } = setup('* * * * * *', { catch_up: catchUp });
     const timer = { scheduledAtMs: at('2026-01-01T00:00:00Z'), fireAtMs: at('2026-01-01T00:00:00Z') };
@@ -147,7 +147,7 @@ test('a job every second resumed after a month writes bounded rows and summarise
   }
 });
 
-test('a DST-skipped occurrence is written skipped_dst when its timer fires', () => {
+void test('a DST-skipped occurrence is written skipped_dst when its timer fires', () => {
   const { spec, schedule } = setup('30 2 * * *', { dst: { gap: 'skip', repeat: 'first' } }, 'America/New_York');
   const timer = firstTimer(jobId, spec, schedule, at('2026-03-07T12:00:00Z'))!;
   assert.equal(iso(timer.scheduledAtMs), '2026-03-08T07:30:00.000Z');
@@ -157,7 +157,7 @@ test('a DST-skipped occurrence is written skipped_dst when its timer fires', () 
   assert.equal(iso(plan.nextTimer!.scheduledAtMs), '2026-03-09T06:30:00.000Z');
 });
 
-test('in a backlog, a DST-skipped occurrence stays skipped_dst and the latest fireable one fires', () => {
+void test('in a backlog, a DST-skipped occurrence stays skipped_dst and the latest fireable one fires', () => {
   const { spec, schedule } = setup('30 2 * * *', { dst: { gap: 'skip', repeat: 'first' }, catch_up_window_s: 7 * 86_400 }, 'America/New_York');
   const timer = { scheduledAtMs: at('2026-03-07T07:30:00Z'), fireAtMs: at('2026-03-07T07:30:00Z') };
   const plan = planFiring(jobId, spec, schedule, timer, at('2026-03-09T07:00:00Z'));
@@ -166,7 +166,7 @@ test('in a backlog, a DST-skipped occurrence stays skipped_dst and the latest fi
   ]);
 });
 
-test('fire times carry the job jitter; the fired timer keeps its own fire time', () => {
+void test('fire times carry the job jitter; the fired timer keeps its own fire time', () => {
   const { spec, schedule } = setup('0 * * * *', { tolerance_s: 600, catch_up: 'latest' });
   const jitterMs = jitterOffsetMs(jobId, 600, hourMs);
   const timer = { scheduledAtMs: outageTimer.scheduledAtMs, fireAtMs: outageTimer.scheduledAtMs + jitterMs };

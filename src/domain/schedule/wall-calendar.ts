@@ -103,8 +103,11 @@ export function dayMatches(expression: CronExpression, days: number): boolean {
   return dayOfMonthMatches(expression, date) && dayOfWeekMatches(expression, date, weekday);
 }
 
-/** The first matching day in [fromDays, untilDays), skipping whole months the month field excludes; −1 if none. */
-export function nextMatchingDay(expression: CronExpression, fromDays: number, untilDays: number): number {
+/**
+ * The first matching day in [fromDays, untilDays), skipping whole months the month field
+ * excludes; null if none (days before 1970 are negative, so no number can be the sentinel).
+ */
+export function nextMatchingDay(expression: CronExpression, fromDays: number, untilDays: number): number | null {
   let days = fromDays;
   while (days < untilDays) {
     const date = civilFromDays(days);
@@ -115,7 +118,7 @@ export function nextMatchingDay(expression: CronExpression, fromDays: number, un
     if (dayMatches(expression, days)) return days;
     days++;
   }
-  return -1;
+  return null;
 }
 
 /** The first matching second of the day at or after `fromSecond` (0..86 399); −1 if none. */
@@ -163,7 +166,7 @@ export function* wallMatches(expression: CronExpression, fromWallSeconds: number
   const untilDays = floorDivide(untilWallSeconds - 1, daySeconds) + 1;
   while (days < untilDays) {
     const matchingDays = nextMatchingDay(expression, days, untilDays);
-    if (matchingDays < 0) return;
+    if (matchingDays === null) return;
     if (matchingDays !== days) fromSecond = 0;
     days = matchingDays;
     for (let time = nextTimeOfDay(expression, fromSecond); time >= 0; time = nextTimeOfDay(expression, time + 1)) {
@@ -184,7 +187,7 @@ export function countWallMatches(expression: CronExpression, fromWallSeconds: nu
   const lastDays = floorDivide(untilWallSeconds - 1, daySeconds);
   const perDay = expression.hours.length * expression.minutes.length * expression.seconds.length;
   let count = 0;
-  for (let days = nextMatchingDay(expression, firstDays, lastDays + 1); days >= 0;
+  for (let days = nextMatchingDay(expression, firstDays, lastDays + 1); days !== null;
     days = nextMatchingDay(expression, days + 1, lastDays + 1)) {
     const fromSecond = days === firstDays ? fromWallSeconds - days * daySeconds : 0;
     const untilSecond = days === lastDays ? untilWallSeconds - days * daySeconds : daySeconds;
