@@ -114,11 +114,15 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     if (request.is404) return;
     request.caller = resolveCaller(deps.config.apiKeys, request.headers.authorization, request.routeOptions.config.auth ?? 'team');
   });
+  // Exposed for observability and tests: how many workers are parked in a long-poll.
+  app.decorate('leaseWaiters', context.waiters);
   installErrorHandling(app, deps);
   registerJobRoutes(app, context);
   registerRunRoutes(app, context);
   registerOperationRoutes(app, context);
-  app.addHook('onClose', async () => {
+  // preClose, not onClose: the server waits for in-flight requests before onClose runs, and
+  // a parked long-poll would hold shutdown for up to wait_s.
+  app.addHook('preClose', async () => {
     context.waiters.close();
   });
   return app as unknown as FastifyInstance;

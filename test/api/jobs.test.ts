@@ -153,6 +153,18 @@ describe('jobs API: list, change, cancel', () => {
     assert.equal(unknown.status, 404);
   });
 
+  it('applies concurrent PATCHes one after another, none lost to a version race', async () => {
+    const created = await h.call('POST', '/v1/jobs', { body: cronJob({ labels: {} }) });
+    const jobId = created.json.job_id;
+    const answers = await Promise.all([1, 2, 3, 4].map((n) =>
+      h.call('PATCH', `/v1/jobs/${jobId}`, { body: n % 2 === 0 ? { payload: { n } } : { lane: 'P0', tolerance_s: n } })));
+    assert.deepEqual(answers.map((answer) => answer.status), [200, 200, 200, 200]);
+    const final = await h.call('GET', `/v1/jobs/${jobId}`);
+    assert.equal(final.json.lane, 'P0');
+    assert.ok([1, 3].includes(final.json.tolerance_s));
+    assert.ok([2, 4].includes(final.json.payload.n));
+  });
+
   it('cancels idempotently and refuses to change a cancelled job', async () => {
     const created = await h.call('POST', '/v1/jobs', { body: cronJob() });
     const jobId = created.json.job_id;

@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { cronJob, startHarness, type Harness } from './harness.js';
+import type { LeaseWaiters } from '../../src/service/lease-waiters.js';
 
 async function triggeredRun(h: Harness, pool = 'billing'): Promise<{ jobId: string; runId: string }> {
   const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool, payload: { invoice: 7 } }) });
@@ -8,6 +9,16 @@ async function triggeredRun(h: Harness, pool = 'billing'): Promise<{ jobId: stri
   const trigger = await h.call('POST', `/v1/jobs/${created.json.job_id}/trigger`);
   assert.equal(trigger.status, 201);
   return { jobId: created.json.job_id, runId: trigger.json.run_id };
+}
+
+function parkedWaiters(h: Harness): number {
+  return (h.app as unknown as { leaseWaiters: LeaseWaiters }).leaseWaiters.waitingCount();
+}
+
+/** Yields to the event loop until `condition` holds (bounded, so a broken wait fails the test). */
+async function waitFor(condition: () => boolean): Promise<void> {
+  for (let turn = 0; turn < 10_000 && !condition(); turn++) await new Promise((resolve) => setImmediate(resolve));
+  assert.ok(condition(), 'condition never held');
 }
 
 async function counterValue(h: Harness, name: string, labels: Record<string, string>): Promise<number> {
@@ -134,7 +145,7 @@ describe('workers: long-poll', () => {
     const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool: 'poll' }) });
     const waiting = h.call('POST', '/v1/workers/lease', { body: { pool: 'poll', wait_s: 30 } });
     // The waiter is parked before the run exists; the trigger's onRunsReady wakes it.
-    await new Promise((resolve) => setImmediate(resolve));
+    await waitFor(() => parkedWaiters(h) === 1);
     const startedMs = performance.now();
     const trigger = await h.call('POST', `/v1/jobs/${created.json.job_id}/trigger`);
     const answer = await waiting;
@@ -156,7 +167,7 @@ describe('workers: long-poll', () => {
     assert.equal(failed.json.status, 'retry_wait');
 
     const waiting = h.call('POST', '/v1/workers/lease', { body: { pool: 'retry', wait_s: 30 } });
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await waitFor(() => parkedWaiters(h) === 1);
     await h.clock.advance(40_000); // 30 s × uniform(0.8, 1.2) at most 36 s
     const answer = await waiting;
     assert.equal(answer.json.runs.length, 1);
@@ -175,7 +186,7 @@ describe('workers: long-poll', () => {
   it('serves several waiters of one pool, each run to one of them', async () => {
     const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool: 'herd', overlap: 'allow' }) });
     const waiters = Array.from({ length: 3 }, () => h.call('POST', '/v1/workers/lease', { body: { pool: 'herd', wait_s: 5 } }));
-    await new Promise((resolve) => setImmediate(resolve));
+    await waitFor(() => parkedWaiters(h) === 3);
     for (let index = 0; index < 3; index++) {
       await h.clock.advance(1000); // triggers at distinct instants have distinct run ids
       await h.call('POST', `/v1/jobs/${created.json.job_id}/trigger`);
@@ -188,10 +199,25 @@ describe('workers: long-poll', () => {
 });
 
 describe('workers: shutdown', () => {
+  it('releases a long-poll on a real socket at once when the server closes', async () => {
+    const h = await startHarness();
+    const address = await h.app.listen({ host: '127.0.0.1', port: 0 });
+    const waiting = fetch(`${address}/v1/workers/lease`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ pool: 'socket', wait_s: 30 }),
+    });
+    await waitFor(() => parkedWaiters(h) === 1);
+    const startedMs = performance.now();
+    await h.close();
+    const answer = await waiting;
+    assert.ok(performance.now() - startedMs < 3000, 'close did not wait for wait_s');
+    assert.equal(answer.status, 200);
+    assert.deepEqual(await answer.json(), { runs: [] });
+  });
+
   it('releases waiting workers when the app closes', async () => {
     const h = await startHarness();
     const waiting = h.call('POST', '/v1/workers/lease', { body: { pool: 'closing', wait_s: 30 } });
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await waitFor(() => parkedWaiters(h) === 1);
     const startedMs = performance.now();
     await h.close();
     const answer = await waiting;
