@@ -1,0 +1,137 @@
+/**
+ * Driving a server over HTTP: batched creates with a fixed number of requests in flight,
+ * reading the run ledger page by page, and waiting on the server's own counters. Every
+ * request goes through the SDK's TicklerClient (Node's fetch, keep-alive connections).
+ */
+import { setTimeout as delay } from 'node:timers/promises';
+import { SystemClock } from '../src/clock.js';
+import { batchJobsMax, listLimitMax } from '../src/limits.js';
+import type { TicklerClient } from '../src/worker/client.js';
+import type { JobCreateRequest, Run } from '../src/worker/wire.js';
+
+/** The benchmark's own view of real time; the server is measured against the same clock. */
+export const wallClock = new SystemClock();
+
+export const benchPool = 'bench';
+export const weekMs = 7 * 86_400_000;
+
+export function isoOf(epochMs: number): string {
+  return new Date(epochMs).toISOString();
+}
+
+export function oneShotAt(fireAtMs: number, index: number, pool = benchPool): JobCreateRequest {
+  return { schedule: { at: isoOf(fireAtMs) }, pool, payload: { n: index } };
+}
+
+/** Fire times spread over the week after `nowMs`, so creates land in many buckets and shards. */
+export function nextWeekFireAtMs(nowMs: number, index: number, count: number): number {
+  return nowMs + weekMs + Math.floor((index / Math.max(1, count)) * 86_400_000);
+}
+
+export interface BatchCreateOutcome {
+  created: number;
+  failed: number;
+  elapsedMs: number;
+  /** The first few error answers, for the notes. */
+  errorSamples: string[];
+}
+
+/**
+ * Creates `count` jobs built by `specOf(i)` in `POST /v1/jobs:batch` requests of `batchSize`,
+ * keeping `concurrency` requests in flight, in index order (a late batch never overtakes an
+ * early one by more than `concurrency`, so fire times are written roughly in order).
+ */
+export async function createInBatches(
+  client: TicklerClient,
+  count: number,
+  specOf: (index: number) => JobCreateRequest,
+  options: { batchSize?: number; concurrency?: number } = {},
+): Promise<BatchCreateOutcome> {
+  const batchSize = Math.min(options.batchSize ?? batchJobsMax, batchJobsMax);
+  const concurrency = options.concurrency ?? 2;
+  const outcome: BatchCreateOutcome = { created: 0, failed: 0, elapsedMs: 0, errorSamples: [] };
+  let nextIndex = 0;
+  const startedMs = performance.now();
+  const lane = async (): Promise<void> => {
+    while (nextIndex < count) {
+      const first = nextIndex;
+      const last = Math.min(count, first + batchSize);
+      nextIndex = last;
+      const jobs: JobCreateRequest[] = [];
+      for (let index = first; index < last; index += 1) jobs.push(specOf(index));
+      const { results } = await client.batchCreateJobs(jobs);
+      for (const result of results) {
+        if (result.status === 201 || result.status === 200) {
+          outcome.created += 1;
+        } else {
+          outcome.failed += 1;
+          if (outcome.errorSamples.length < 3) outcome.errorSamples.push(JSON.stringify(result));
+        }
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, lane));
+  outcome.elapsedMs = performance.now() - startedMs;
+  return outcome;
+}
+
+/** Every run whose scheduled_at is in [sinceMs, untilMs), read page by page. */
+export async function readRuns(client: TicklerClient, sinceMs: number, untilMs: number, pool = benchPool): Promise<Run[]> {
+  const runs: Run[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.listRuns({
+      since: isoOf(sinceMs), until: isoOf(untilMs), pool, limit: listLimitMax,
+      ...(cursor === undefined ? {} : { cursor }),
+    });
+    runs.push(...page.items);
+    cursor = page.next_cursor ?? undefined;
+  } while (cursor !== undefined);
+  return runs;
+}
+
+/** dispatched_at − fire_at of each dispatched run; runs never dispatched are counted apart. */
+export function ledgerLagsMs(runs: Run[]): { lagsMs: number[]; undispatched: number } {
+  const lagsMs: number[] = [];
+  let undispatched = 0;
+  for (const run of runs) {
+    if (run.dispatched_at === null) {
+      undispatched += 1;
+      continue;
+    }
+    lagsMs.push(Date.parse(run.dispatched_at) - Date.parse(run.fire_at));
+  }
+  return { lagsMs, undispatched };
+}
+
+/** Polls `check` every `intervalMs` until it answers true or `timeoutMs` passes; answers whether it did. */
+export async function pollUntil(check: () => Promise<boolean>, options: { intervalMs: number; timeoutMs: number }): Promise<boolean> {
+  const deadlineMs = performance.now() + options.timeoutMs;
+  for (;;) {
+    if (await check()) return true;
+    if (performance.now() >= deadlineMs) return false;
+    await delay(options.intervalMs);
+  }
+}
+
+/** Sleeps until real time reaches `atMs` (the benchmark measures real time; there is no event to wait on). */
+export async function sleepUntil(atMs: number): Promise<void> {
+  const waitMs = atMs - wallClock.nowMs();
+  if (waitMs > 0) await delay(waitMs);
+}
+
+export function megabytes(bytes: number): number {
+  return bytes / 1_048_576;
+}
+
+export function maxOf(values: number[]): number | null {
+  let max: number | null = null;
+  for (const value of values) if (max === null || value > max) max = value;
+  return max;
+}
+
+export function minOf(values: number[]): number | null {
+  let min: number | null = null;
+  for (const value of values) if (min === null || value < min) min = value;
+  return min;
+}
