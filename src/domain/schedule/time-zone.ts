@@ -34,6 +34,8 @@ const utcNames = new Set(['UTC', 'Etc/UTC', 'GMT', 'Etc/GMT', 'Etc/Universal', '
 const timeZoneLengthMax = 128;
 /** Bounds memory when callers probe many zones or far-away years; refilled on demand. */
 const zoneYearCacheSizeMax = 20_000;
+/** Intl accepts any capitalisation ("america/new_york"), so names are not a closed set: bound them. */
+const formatterCacheSizeMax = 2_000;
 
 const formatters = new Map<string, Intl.DateTimeFormat>();
 const zoneYears = new Map<string, ZoneYear>();
@@ -45,6 +47,7 @@ function formatterOf(timeZone: string): Intl.DateTimeFormat {
       timeZone, hourCycle: 'h23', era: 'short',
       year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric',
     });
+    if (formatters.size >= formatterCacheSizeMax) formatters.clear();
     formatters.set(timeZone, formatter);
   }
   return formatter;
