@@ -82,7 +82,7 @@ export class TicklerClient {
   }
 
   /** Cancels every job of the team whose key starts with `keyPrefix`; answers the count. */
-  cancelJobsByKeyPrefix(keyPrefix: string, options?: RequestOptions): Promise<JsonObject> {
+  cancelJobsByKeyPrefix(keyPrefix: string, options?: RequestOptions): Promise<{ cancelled: number }> {
     return this.json('DELETE', '/v1/jobs', { query: { key_prefix: keyPrefix }, ...options });
   }
 
@@ -94,8 +94,8 @@ export class TicklerClient {
     return this.json('POST', `/v1/jobs/${segment(jobId)}/resume`, { body: {}, ...options });
   }
 
-  /** Runs the job now, once, outside its schedule. */
-  triggerJob(jobId: string, options?: RequestOptions): Promise<JsonObject> {
+  /** Runs the job now, once, outside its schedule; answers the new run. */
+  triggerJob(jobId: string, options?: RequestOptions): Promise<Run> {
     return this.json('POST', `/v1/jobs/${segment(jobId)}/trigger`, { body: {}, ...options });
   }
 

@@ -58,6 +58,7 @@ export interface Job extends JobSpec {
 }
 
 export interface RunEvent {
+  sequence: number;
   at: string;
   type: string;
   from_status?: RunStatus | null;
@@ -80,6 +81,11 @@ export interface Run {
   finished_at: string | null;
   last_error: string | null;
   result: unknown;
+  /** Extensions of API.md's run: the lane, when it may next be leased, and by whom it is held. */
+  lane?: Lane;
+  ready_at?: string | null;
+  lease_expires_at?: string | null;
+  worker_id?: string | null;
   /** Only on `GET /v1/runs/{run_id}`. */
   events?: RunEvent[];
 }
@@ -151,6 +157,9 @@ export interface LeasedRun {
   payload: unknown;
   fencing_token: string;
   lease_expires_at: string;
+  /** Extensions of API.md's lease answer. */
+  team?: string;
+  dispatched_at?: string;
 }
 
 export interface CompleteRequest {

@@ -1,6 +1,5 @@
 // The worker SDK against a real HTTP server that speaks the worker routes. Heartbeats and
 // backoff run on a VirtualClock, so "a third of the lease later" is a clock advance, not a sleep.
-/* eslint-disable @typescript-eslint/no-floating-promises -- node:test awaits the promises test() returns */
 import assert from 'node:assert/strict';
 import { EventEmitter, once } from 'node:events';
 import { afterEach, beforeEach, describe, test } from 'node:test';

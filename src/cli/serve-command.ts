@@ -1,0 +1,41 @@
+/**
+ * `tickler serve`: resolves the options, starts the server, prints one line when it is
+ * ready, and on SIGTERM or SIGINT closes it (stop taking work, release shard leases, close
+ * the store) and exits 0. A close that takes longer than 10 s exits 1 rather than hang the
+ * deployment that sent the signal.
+ */
+import { readFileSync } from 'node:fs';
+import { startServer } from '../server.js';
+import { resolveServeOptions, type Environment, type ServeFlags } from './serve-options.js';
+
+export const shutdownDeadlineMs = 10_000;
+
+export async function runServe(flags: ServeFlags, env: Environment): Promise<void> {
+  const options = resolveServeOptions(flags, env, (path) => readFileSync(path, 'utf8'));
+  const server = await startServer(options);
+  process.stdout.write(options.roles.includes('api')
+    ? `tickler listening on ${server.url}\n`
+    : `tickler running as ${options.roles.join(',')} (node ${server.nodeId})\n`);
+  let closing = false;
+  const shutdown = (signalName: NodeJS.Signals): void => {
+    if (closing) {
+      process.stderr.write(`tickler: ${signalName} again during shutdown; exiting now\n`);
+      process.exit(1);
+    }
+    closing = true;
+    const deadline = setTimeout(() => {
+      process.stderr.write(`tickler: shutdown took longer than ${shutdownDeadlineMs} ms; exiting\n`);
+      process.exit(1);
+    }, shutdownDeadlineMs);
+    deadline.unref();
+    server.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        process.stderr.write(`tickler: shutdown failed: ${error instanceof Error ? error.stack : String(error)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
+}

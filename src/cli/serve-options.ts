@@ -1,0 +1,195 @@
+/**
+ * `tickler serve` configuration as pure functions: flags first, then `TICKLER_<NAME>`
+ * environment variables, then defaults, checked and turned into `ServeOptions`. Kept apart
+ * from the command so every fallback and refusal is testable without starting a server.
+ *
+ * API keys (`--api-keys FILE`, or inline in `TICKLER_API_KEYS`) come in two formats:
+ *   - lines `team=KEY` (blank lines and lines starting with `#` are ignored); inline, the
+ *     pairs are separated by commas: `team-a=KEY1,team-b=KEY2`;
+ *   - a JSON object `{"team-a": "KEY1", "admin": "KEY0"}`.
+ * The team named `admin` is an admin (API.md "Auth").
+ *
+ * Timing overrides for tests and chaos runs: every field of `TimingConfig` reads
+ * `TICKLER_TIMING_<FIELD>` or `TICKLER_<FIELD>`, the field in upper snake case, e.g.
+ * `TICKLER_SHARD_LEASE_TTL_MS=2000`, `TICKLER_TIMING_LOAD_REFRESH_INTERVAL_MS=5000`.
+ */
+import { timingDefaults, type TimingConfig } from '../limits.js';
+import type { Role, ServeOptions } from '../server.js';
+
+/** A mistake in how the command was called: the message is printed and the process exits 2. */
+export class CliUsageError extends Error {
+  readonly exitCode = 2;
+
+  constructor(message: string) {
+    super(message);
+    this.name = 'CliUsageError';
+  }
+}
+
+export interface ServeFlags {
+  host?: string;
+  port?: string;
+  dataDir?: string;
+  store?: string;
+  roles?: string;
+  nodeId?: string;
+  apiKeys?: string;
+  virtualClock?: boolean;
+  startAt?: string;
+  logLevel?: string;
+  cronToleranceDefaultS?: string;
+  payloadBytesMax?: string;
+}
+
+export type Environment = Record<string, string | undefined>;
+
+const roleNames: readonly Role[] = ['api', 'scheduler'];
+const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export const serveDefaults = {
+  host: '127.0.0.1',
+  port: 7070,
+  dataDir: './.tickler',
+  roles: 'api,scheduler',
+  logLevel: 'info',
+} as const;
+
+/** Resolves flags and environment into ServeOptions; `readFile` reads the api-keys file. */
+export function resolveServeOptions(flags: ServeFlags, env: Environment, readFile: (path: string) => string): ServeOptions {
+  const pick = (flag: string | undefined, name: string): string | undefined => flag ?? nonEmpty(env[`TICKLER_${name}`]);
+  const host = pick(flags.host, 'HOST') ?? serveDefaults.host;
+  const virtualClock = flags.virtualClock === true || isTrue(env['TICKLER_VIRTUAL_CLOCK']);
+  const startAt = pick(flags.startAt, 'START_AT');
+  const apiKeys = apiKeysOf(flags.apiKeys, env, readFile);
+  if (apiKeys === null && !isLoopbackHost(host)) {
+    throw new CliUsageError(`refusing to listen on ${host} without API keys: pass --api-keys FILE or set ` +
+      'TICKLER_API_KEYS (team=KEY,...), or bind to 127.0.0.1');
+  }
+  if (startAt !== undefined && !virtualClock) throw new CliUsageError('--start-at needs --virtual-clock');
+  const logLevel = pick(flags.logLevel, 'LOG_LEVEL') ?? serveDefaults.logLevel;
+  if (!logLevels.includes(logLevel)) throw new CliUsageError(`--log-level must be one of ${logLevels.join(', ')}`);
+  const cronToleranceDefaultS = pick(flags.cronToleranceDefaultS, 'CRON_TOLERANCE_DEFAULT_S');
+  const payloadBytesMax = pick(flags.payloadBytesMax, 'PAYLOAD_BYTES_MAX');
+  const timing = timingFromEnv(env);
+  return {
+    host,
+    port: integerIn(pick(flags.port, 'PORT') ?? String(serveDefaults.port), 'port', 0, 65_535),
+    dataDir: pick(flags.dataDir, 'DATA_DIR') ?? serveDefaults.dataDir,
+    storeUrl: pick(flags.store, 'STORE') ?? null,
+    roles: rolesOf(pick(flags.roles, 'ROLES') ?? serveDefaults.roles),
+    nodeId: pick(flags.nodeId, 'NODE_ID') ?? null,
+    apiKeys,
+    virtualClock,
+    startAtMs: startAt === undefined ? null : instantOf(startAt, 'start-at'),
+    logLevel,
+    ...(cronToleranceDefaultS === undefined
+      ? {}
+      : { cronToleranceDefaultS: integerIn(cronToleranceDefaultS, 'cron-tolerance-default-s', 0, 86_400) }),
+    ...(payloadBytesMax === undefined
+      ? {}
+      : { payloadBytesMax: integerIn(payloadBytesMax, 'payload-bytes-max', 1, 16 * 1_048_576) }),
+    ...(Object.keys(timing).length === 0 ? {} : { timing }),
+  };
+}
+
+/** `--api-keys FILE` wins over inline `TICKLER_API_KEYS`; `TICKLER_API_KEYS_FILE` names a file too. */
+function apiKeysOf(flag: string | undefined, env: Environment, readFile: (path: string) => string): Map<string, string> | null {
+  const path = flag ?? nonEmpty(env['TICKLER_API_KEYS_FILE']);
+  if (path !== undefined) {
+    let text: string;
+    try {
+      text = readFile(path);
+    } catch (error) {
+      throw new CliUsageError(`cannot read the api-keys file ${path}: ${(error as Error).message}`);
+    }
+    return parseApiKeys(text, path);
+  }
+  const inline = nonEmpty(env['TICKLER_API_KEYS']);
+  return inline === undefined ? null : parseApiKeys(inline.split(',').join('\n'), 'TICKLER_API_KEYS');
+}
+
+/** Parses `team=KEY` lines or a JSON `{"team": "KEY"}` object into a Map from key to team. */
+export function parseApiKeys(text: string, source: string): Map<string, string> {
+  const pairs: [team: string, key: string][] = [];
+  if (text.trimStart().startsWith('{')) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch (error) {
+      throw new CliUsageError(`${source} is not valid JSON: ${(error as Error).message}`);
+    }
+    for (const [team, key] of Object.entries(parsed as Record<string, unknown>)) {
+      if (typeof key !== 'string') throw new CliUsageError(`${source}: the key of team ${team} must be a string`);
+      pairs.push([team, key]);
+    }
+  } else {
+    text.split(/\r?\n/).forEach((rawLine, index) => {
+      const line = rawLine.trim();
+      if (line === '' || line.startsWith('#')) return;
+      const equals = line.indexOf('=');
+      if (equals < 0) throw new CliUsageError(`${source} line ${index + 1}: expected team=KEY`);
+      pairs.push([line.slice(0, equals).trim(), line.slice(equals + 1).trim()]);
+    });
+  }
+  const keys = new Map<string, string>();
+  for (const [team, key] of pairs) {
+    if (!/^[A-Za-z0-9_.-]{1,128}$/.test(team)) throw new CliUsageError(`${source}: bad team name ${JSON.stringify(team)}`);
+    if (key === '' || /\s/.test(key)) throw new CliUsageError(`${source}: the key of team ${team} is empty or has spaces`);
+    if (keys.has(key)) throw new CliUsageError(`${source}: teams ${keys.get(key)} and ${team} share a key`);
+    keys.set(key, team);
+  }
+  if (keys.size === 0) throw new CliUsageError(`${source} holds no keys`);
+  return keys;
+}
+
+/** Reads `TICKLER_TIMING_<FIELD>` or `TICKLER_<FIELD>` for every TimingConfig field. */
+export function timingFromEnv(env: Environment): Partial<TimingConfig> {
+  const timing: Partial<TimingConfig> = {};
+  for (const field of Object.keys(timingDefaults) as (keyof TimingConfig)[]) {
+    const name = upperSnakeCase(field);
+    const value = nonEmpty(env[`TICKLER_TIMING_${name}`]) ?? nonEmpty(env[`TICKLER_${name}`]);
+    if (value !== undefined) timing[field] = integerIn(value, `TICKLER_TIMING_${name}`, 1, 86_400_000);
+  }
+  return timing;
+}
+
+export function upperSnakeCase(camelCase: string): string {
+  return camelCase.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase();
+}
+
+export function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+function rolesOf(text: string): Role[] {
+  const roles = text.split(',').map((role) => role.trim()).filter((role) => role !== '');
+  for (const role of roles) {
+    if (!roleNames.includes(role as Role)) throw new CliUsageError(`unknown role ${role}: use api, scheduler or both`);
+  }
+  if (roles.length === 0) throw new CliUsageError('--roles needs at least one of api, scheduler');
+  return [...new Set(roles as Role[])];
+}
+
+export function integerIn(text: string, name: string, min: number, max: number): number {
+  const value = Number(text);
+  if (!/^-?\d+$/.test(text.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
+    throw new CliUsageError(`${name} must be an integer within ${min}..${max}, got ${JSON.stringify(text)}`);
+  }
+  return value;
+}
+
+function instantOf(text: string, name: string): number {
+  const instantMs = Date.parse(text);
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(text) || Number.isNaN(instantMs)) {
+    throw new CliUsageError(`${name} must be an RFC 3339 time such as 2026-11-29T02:00:00.000Z, got ${text}`);
+  }
+  return instantMs;
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value;
+}
+
+function isTrue(value: string | undefined): boolean {
+  return value !== undefined && ['1', 'true', 'yes', 'on'].includes(value.toLowerCase());
+}
