@@ -1,0 +1,58 @@
+// The `tickler` command as a process (bin/tickler.js through tsx): JSON on stdout, the
+// server's error and exit 1 on a failed call, exit 2 on a usage mistake.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { after, before, test } from 'node:test';
+import { FakeTicklerServer } from '../worker/fake-server.js';
+
+const server = new FakeTicklerServer();
+before(() => server.listen());
+after(() => server.close());
+
+interface Outcome {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function tickler(args: string[], env: Record<string, string> = {}): Promise<Outcome> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['bin/tickler.js', ...args], {
+      env: { PATH: process.env['PATH'] ?? '', ...env },
+      timeout: 30_000,
+    }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : (typeof error.code === 'number' ? error.code : -1), stdout, stderr });
+    });
+  });
+}
+
+test('jobs get prints the job as JSON, using TICKLER_URL and TICKLER_API_KEY', async () => {
+  server.routes.set('GET /v1/jobs/j_1', { status: 200, body: { job_id: 'j_1', state: 'active' } });
+  const outcome = await tickler(['jobs', 'get', 'j_1'], { TICKLER_URL: server.url, TICKLER_API_KEY: 'k-env' });
+  assert.equal(outcome.code, 0, outcome.stderr);
+  assert.deepEqual(JSON.parse(outcome.stdout), { job_id: 'j_1', state: 'active' });
+  assert.equal(server.requests.at(-1)?.headers.authorization, 'Bearer k-env');
+});
+
+test('a refused call exits 1 with the code, message and field on stderr', async () => {
+  server.routes.set('POST /v1/jobs', {
+    status: 400, body: { error: { code: 'invalid_timezone', message: 'unknown zone Mars/Olympus', field: 'schedule.tz' } },
+  });
+  const outcome = await tickler(['--url', server.url, 'jobs', 'create', '--cron', '0 2 * * *', '--tz', 'Mars/Olympus',
+    '--pool', 'p']);
+  assert.equal(outcome.code, 1);
+  assert.equal(outcome.stdout, '');
+  assert.match(outcome.stderr, /400 invalid_timezone: unknown zone Mars\/Olympus \(field schedule.tz\)/);
+  assert.deepEqual(server.requests.at(-1)?.body, { schedule: { cron: '0 2 * * *', tz: 'Mars/Olympus' }, pool: 'p' });
+});
+
+test('usage mistakes exit 2 before anything is sent or started', async () => {
+  const before = server.requests.length;
+  const create = await tickler(['--url', server.url, 'jobs', 'create', '--pool', 'p']);
+  assert.equal(create.code, 2);
+  assert.match(create.stderr, /needs a schedule/);
+  const serve = await tickler(['serve', '--host', '0.0.0.0', '--port', '0']);
+  assert.equal(serve.code, 2);
+  assert.match(serve.stderr, /refusing to listen on 0.0.0.0 without API keys/);
+  assert.equal(server.requests.length, before);
+});
