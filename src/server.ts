@@ -1,0 +1,163 @@
+/**
+ * `tickler serve`: one program, several roles (DESIGN.md "Layout"). Opens the store, starts a
+ * scheduler node and the HTTP API as the roles ask, and shuts down in the order that keeps
+ * the promise: stop taking work, let the dispatch in flight finish, hand back the shard
+ * leases so a successor starts at once, close the store.
+ */
+import { mkdirSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join, resolve } from 'node:path';
+import { buildApp } from './api/app.js';
+import { SystemClock, VirtualClock, type Clock } from './clock.js';
+import { acquireDataDirLock, type DataDirLock } from './data-dir-lock.js';
+import { TicklerError } from './errors.js';
+import { assertTiming, cronToleranceSecondsDefault, payloadBytesMax, timingDefaults, type TimingConfig } from './limits.js';
+import { createLogger, type Logger } from './obs/log.js';
+import { Metrics } from './obs/metrics.js';
+import { Scheduler } from './scheduler/scheduler.js';
+import { clusterPlanner } from './scheduler/cluster-planner.js';
+import { openSqliteStore } from './store/sqlite/index.js';
+import { openPostgresStore } from './store/postgres/index.js';
+import type { Store } from './store/store.js';
+import { observeRunDeadlines } from './store/observe-run-deadlines.js';
+
+export type Role = 'api' | 'scheduler';
+
+export interface ServeOptions {
+  host: string;
+  port: number;
+  dataDir: string;
+  storeUrl: string | null;
+  roles: Role[];
+  nodeId: string | null;
+  apiKeys: Map<string, string> | null;
+  virtualClock: boolean;
+  startAtMs: number | null;
+  logLevel: string;
+  cronToleranceDefaultS?: number;
+  timing?: Partial<TimingConfig>;
+  payloadBytesMax?: number;
+}
+
+export interface RunningServer {
+  url: string;
+  nodeId: string;
+  close(): Promise<void>;
+}
+
+const partitionMaintenanceIntervalMs = 3_600_000;
+
+export async function startServer(options: ServeOptions): Promise<RunningServer> {
+  const logger = createLogger({ level: options.logLevel });
+  const timing: TimingConfig = { ...timingDefaults, ...options.timing };
+  assertTiming(timing);
+  const nodeId = options.nodeId ?? `${hostname()}-${process.pid}`;
+  const clock: Clock = options.virtualClock ? new VirtualClock(options.startAtMs ?? Date.now()) : new SystemClock();
+  const metrics = new Metrics({ defaultMetrics: true });
+  const opened = await openStore(options, clock, timing, logger);
+  const scheduler = options.roles.includes('scheduler')
+    ? new Scheduler({
+      store: opened.store, clock, nodeId, timing, metrics, logger,
+      forceFirstAcquire: opened.lock?.tookOverFromDeadProcess ?? false,
+      ...(opened.store.kind === 'postgres' ? { planner: clusterPlanner() } : {}),
+    })
+    : null;
+  const store = scheduler === null ? opened.store : observeRunDeadlines(opened.store, (atMs) => scheduler.noteRunDeadline(atMs));
+  const maintenance = startPartitionMaintenance(opened.store, clock, logger);
+  try {
+    await scheduler?.start();
+  } catch (error) {
+    await opened.store.close();
+    opened.lock?.release();
+    throw error;
+  }
+  let url = '';
+  let closeApp: () => Promise<void> = async () => undefined;
+  if (options.roles.includes('api')) {
+    const app = buildApp({
+      store, clock, metrics, logger,
+      virtualClock: clock instanceof VirtualClock ? clock : null,
+      config: {
+        apiKeys: options.apiKeys,
+        payloadBytesMax: options.payloadBytesMax ?? payloadBytesMax,
+        cronToleranceDefaultS: options.cronToleranceDefaultS ?? cronToleranceSecondsDefault,
+      },
+      readiness: async () => {
+        await store.ping();
+        const status = scheduler?.status() ?? null;
+        return {
+          ready: status === null || status.shardsOwned > 0,
+          detail: { node_id: nodeId, store: store.kind, roles: options.roles,
+            shards_owned: status?.shardsOwned ?? 0, wheel_timers: status?.wheelTimers ?? 0 },
+        };
+      },
+    });
+    url = await app.listen({ host: options.host, port: options.port });
+    closeApp = () => app.close();
+  }
+  logger.info({ url, nodeId, store: store.kind, roles: options.roles, virtualClock: options.virtualClock }, 'tickler started');
+  let closing: Promise<void> | null = null;
+  return {
+    url,
+    nodeId,
+    close: () => {
+      closing ??= (async () => {
+        await closeApp();
+        maintenance?.stop();
+        await scheduler?.stop();
+        await opened.store.close();
+        opened.lock?.release();
+        logger.info({ nodeId }, 'tickler stopped');
+        logger.flush();
+      })();
+      return closing;
+    },
+  };
+}
+
+async function openStore(options: ServeOptions, clock: Clock, timing: TimingConfig, logger: Logger):
+  Promise<{ store: Store; lock: DataDirLock | null }> {
+  const storeUrl = options.storeUrl ?? `sqlite:${join(options.dataDir, 'tickler.db')}`;
+  if (storeUrl.startsWith('postgres://') || storeUrl.startsWith('postgresql://')) {
+    const store = await openPostgresStore({
+      url: storeUrl, nearHorizonMs: timing.loadHorizonMs, useDatabaseClock: !clock.isVirtual, logger,
+    });
+    return { store, lock: null };
+  }
+  if (!storeUrl.startsWith('sqlite:')) {
+    throw new TicklerError('invalid_request', `unknown store URL ${storeUrl}: use sqlite:PATH or postgres://...`);
+  }
+  const path = resolve(storeUrl.slice('sqlite:'.length));
+  const dataDir = resolve(path, '..');
+  mkdirSync(dataDir, { recursive: true });
+  const lock = acquireDataDirLock(dataDir);
+  try {
+    const store = await openSqliteStore({ path, nearHorizonMs: timing.loadHorizonMs });
+    return { store, lock };
+  } catch (error) {
+    lock.release();
+    throw error;
+  }
+}
+
+/** PostgreSQL timer partitions are created ahead and dropped when past and empty. */
+function startPartitionMaintenance(store: Store, clock: Clock, logger: Logger): { stop(): void } | null {
+  const maintainable = store as Store & { maintainPartitions?: (nowMs: number) => Promise<void> };
+  if (typeof maintainable.maintainPartitions !== 'function') return null;
+  const maintain = maintainable.maintainPartitions.bind(store);
+  let stopped = false;
+  let handle = clock.setTimer(clock.nowMs(), async function run(): Promise<void> {
+    try {
+      await maintain(clock.nowMs());
+    } catch (error) {
+      logger.error({ err: error }, 'timer partition maintenance failed; retrying at the next interval');
+    }
+    if (!stopped) handle = clock.setTimer(clock.nowMs() + partitionMaintenanceIntervalMs, run);
+  });
+  return {
+    stop: () => {
+      stopped = true;
+      handle.cancel();
+    },
+  };
+}
