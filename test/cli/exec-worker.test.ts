@@ -128,12 +128,14 @@ describe('createExecHandler kills', () => {
     const outcome = Promise.resolve(handler(run, { signal: controller.signal })).finally(() => {
       killed = true;
     });
+    // Watched from the start: the rejection can arrive while the clock is still settling.
+    const rejected = assert.rejects(outcome, /killed by SIGKILL/);
     await started.promise;
     controller.abort(new Error('stopping'));
     await clock.advance(4_999);
     assert.equal(killed, false, 'SIGTERM is ignored until the grace period ends');
     await clock.advance(1);
-    await assert.rejects(outcome, /killed by SIGKILL/);
+    await rejected;
   });
 
   test('exit 65 rejects with a PermanentError', async () => {
