@@ -32,8 +32,13 @@ import { Type } from 'typebox';
 const checkCreateBody = Compile(JobCreateBody);
 
 export function registerJobRoutes(app: App, context: ApiContext): void {
-  const { jobs, runs } = context;
+  registerCreateRoutes(app, context);
+  registerReadRoutes(app, context);
+  registerChangeRoutes(app, context);
+  registerPreviewRoute(app, context);
+}
 
+function registerCreateRoutes(app: App, { jobs }: ApiContext): void {
   app.post('/v1/jobs', {
     schema: { body: JobCreateBody, querystring: TeamQuery },
     config: { doc: { summary: 'create a job (200 with the existing job when key and body repeat)', answers: { 201: JobAnswer, 200: JobAnswer } } },
@@ -71,7 +76,9 @@ export function registerJobRoutes(app: App, context: ApiContext): void {
         : { status: result.kind === 'created' ? 201 : 200, job: jobToWire(result.job) }),
     };
   });
+}
 
+function registerReadRoutes(app: App, { jobs, runs }: ApiContext): void {
   app.get('/v1/jobs', {
     schema: { querystring: JobListQuery },
     config: { doc: { summary: 'list jobs, newest first', answers: { 200: listAnswer(JobAnswer) } } },
@@ -81,6 +88,30 @@ export function registerJobRoutes(app: App, context: ApiContext): void {
     return pageToWire(page, jobToWire);
   });
 
+  app.get('/v1/jobs/:job_id', {
+    schema: { params: JobIdParams, querystring: TeamQuery },
+    config: { doc: { summary: 'one job', answers: { 200: JobAnswer } } },
+  }, async (request) => {
+    const scope = scopeOf(callerOf(request), request.query.team);
+    return jobToWire(await jobs.get(scope, checkId(request.params.job_id, 'job')));
+  });
+
+  app.get('/v1/jobs/:job_id/runs', {
+    schema: { params: JobIdParams, querystring: RunListQuery },
+    config: { doc: { summary: 'the job\'s occurrences, newest first', answers: { 200: listAnswer(RunAnswer) } } },
+  }, async (request) => {
+    const { team, since, until, limit, ...filters } = request.query;
+    const scope = scopeOf(callerOf(request), team);
+    const job = await jobs.get(scope, checkId(request.params.job_id, 'job'));
+    const page = await runs.list({
+      ...filters, team: scope, jobId: job.jobId, limit: limitOf(limit),
+      sinceMs: instantOf(since, 'since'), untilMs: instantOf(until, 'until'),
+    });
+    return pageToWire(page, runToWire);
+  });
+}
+
+function registerChangeRoutes(app: App, { jobs }: ApiContext): void {
   app.delete('/v1/jobs', {
     schema: { querystring: CancelByPrefixQuery },
     config: { doc: { summary: 'cancel every job of the team whose key starts with key_prefix', answers: { 200: Type.Object({ cancelled: Type.Integer() }) } } },
@@ -90,14 +121,6 @@ export function registerJobRoutes(app: App, context: ApiContext): void {
       throw new TicklerError('invalid_request', 'an admin names the team whose jobs to cancel', { field: 'team' });
     }
     return { cancelled: await jobs.cancelByKeyPrefix(teamOf(caller, request.query.team), request.query.key_prefix) };
-  });
-
-  app.get('/v1/jobs/:job_id', {
-    schema: { params: JobIdParams, querystring: TeamQuery },
-    config: { doc: { summary: 'one job', answers: { 200: JobAnswer } } },
-  }, async (request) => {
-    const scope = scopeOf(callerOf(request), request.query.team);
-    return jobToWire(await jobs.get(scope, checkId(request.params.job_id, 'job')));
   });
 
   app.patch('/v1/jobs/:job_id', {
@@ -137,21 +160,9 @@ export function registerJobRoutes(app: App, context: ApiContext): void {
     const scope = scopeOf(callerOf(request), request.query.team);
     return reply.code(201).send(runToWire(await jobs.trigger(scope, checkId(request.params.job_id, 'job'))));
   });
+}
 
-  app.get('/v1/jobs/:job_id/runs', {
-    schema: { params: JobIdParams, querystring: RunListQuery },
-    config: { doc: { summary: 'the job\'s occurrences, newest first', answers: { 200: listAnswer(RunAnswer) } } },
-  }, async (request) => {
-    const { team, since, until, limit, ...filters } = request.query;
-    const scope = scopeOf(callerOf(request), team);
-    const job = await jobs.get(scope, checkId(request.params.job_id, 'job'));
-    const page = await runs.list({
-      ...filters, team: scope, jobId: job.jobId, limit: limitOf(limit),
-      sinceMs: instantOf(since, 'since'), untilMs: instantOf(until, 'until'),
-    });
-    return pageToWire(page, runToWire);
-  });
-
+function registerPreviewRoute(app: App, context: ApiContext): void {
   app.get('/v1/schedules/preview', {
     schema: { querystring: PreviewQuery },
     config: { doc: { summary: 'the next count scheduled times strictly after from, pre-jitter' } },

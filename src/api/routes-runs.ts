@@ -20,8 +20,12 @@ import { leasedRunToWire, iso, runToWire, runWithEventsToWire } from './wire.js'
 import { assertEmptyBody, callerOf, checkId, instantOf, limitOf, pageToWire } from './route-helpers.js';
 
 export function registerRunRoutes(app: App, context: ApiContext): void {
-  const { runs, waiters } = context;
+  registerLedgerRoutes(app, context);
+  registerWorkerRoutes(app, context);
+}
 
+/** The ledger: what ran, what failed, what is dead, and replay. */
+function registerLedgerRoutes(app: App, { runs }: ApiContext): void {
   app.get('/v1/runs', {
     schema: { querystring: RunListQuery },
     config: { doc: { summary: 'the team\'s runs, newest first', answers: { 200: listAnswer(RunAnswer) } } },
@@ -60,6 +64,10 @@ export function registerRunRoutes(app: App, context: ApiContext): void {
     return runToWire(await runs.replay(scope, checkId(request.params.run_id, 'run')));
   });
 
+}
+
+/** The worker calls; every one is fenced by the attempt's token in the store. */
+function registerWorkerRoutes(app: App, { runs, waiters }: ApiContext): void {
   app.post('/v1/workers/lease', {
     schema: { body: LeaseBody, querystring: TeamQuery },
     config: { doc: { summary: 'lease ready runs of a pool, waiting up to wait_s for some' } },

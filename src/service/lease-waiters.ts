@@ -17,6 +17,11 @@ import type { Clock, TimerHandle } from '../clock.js';
 import type { Logger } from '../obs/log.js';
 import type { LeasedRun, LeaseRunsRequest, Store, TeamScope } from '../store/store.js';
 
+/** Passes in a row that may find a run ready "now" yet not lease it before backing off. */
+const readyNowPassesMax = 3;
+/** The back-off for that case, on the injected clock. */
+const readyRecheckDelayMs = 250;
+
 export interface LeaseWaitRequest {
   scope: TeamScope;
   pool: string;
@@ -111,11 +116,13 @@ export class LeaseWaiters {
   private async drain(pool: string, queue: PoolQueue): Promise<void> {
     queue.draining = true;
     try {
-      do {
+      for (let pass = 1; !this.closed; pass++) {
         queue.dirty = false;
         await this.servePass(queue);
-      } while (queue.dirty && !this.closed);
-      await this.armReadyTimer(pool, queue);
+        if (queue.dirty) continue;
+        const readyNow = await this.armReadyTimer(pool, queue, pass >= readyNowPassesMax);
+        if (!readyNow) break;
+      }
     } catch (error) {
       this.logger.error({ err: error, pool }, 'long-poll drain failed');
     } finally {
@@ -152,27 +159,34 @@ export class LeaseWaiters {
   }
 
   /**
-   * Arms one clock timer per pool at the earliest retry coming due for its waiters. Only
-   * future instants are armed: a "ready now" the lease did not get (a held run, a race)
-   * must not spin; the next onRunsReady covers it.
+   * Arms one clock timer per pool at the earliest retry coming due for its waiters, and
+   * answers true when that instant has already passed (time moved while the pass ran), so
+   * the caller serves the waiters again at once. After `readyNowPassesMax` such passes a
+   * run the store calls ready but will not lease (a race with another node) gets a timer a
+   * little later instead, so a disagreement can never spin.
    */
-  private async armReadyTimer(pool: string, queue: PoolQueue): Promise<void> {
-    if (queue.waiters.length === 0 || this.closed) return;
+  private async armReadyTimer(pool: string, queue: PoolQueue, noMoreImmediatePasses: boolean): Promise<boolean> {
+    if (queue.waiters.length === 0 || this.closed) return false;
     const scopes = new Set(queue.waiters.map((waiter) => waiter.request.scope));
-    const nowMs = this.clock.nowMs();
     let earliestMs: number | null = null;
     for (const scope of scopes) {
       const readyAtMs = await this.store.nextReadyAtMs(scope, pool);
-      if (readyAtMs !== null && readyAtMs > nowMs && (earliestMs === null || readyAtMs < earliestMs)) earliestMs = readyAtMs;
+      if (readyAtMs !== null && (earliestMs === null || readyAtMs < earliestMs)) earliestMs = readyAtMs;
     }
-    if (earliestMs === null || this.closed) return;
-    if (queue.readyTimer !== null && queue.readyTimer.atMs <= earliestMs) return;
+    if (earliestMs === null || this.closed) return false;
+    const nowMs = this.clock.nowMs();
+    if (earliestMs <= nowMs) {
+      if (!noMoreImmediatePasses) return true;
+      earliestMs = nowMs + readyRecheckDelayMs;
+    }
+    if (queue.readyTimer !== null && queue.readyTimer.atMs <= earliestMs) return false;
     queue.readyTimer?.handle.cancel();
     const handle = this.clock.setTimer(earliestMs, () => {
       queue.readyTimer = null;
       return this.wake(pool);
     });
     queue.readyTimer = { atMs: earliestMs, handle };
+    return false;
   }
 
   private forgetIfIdle(pool: string, queue: PoolQueue): void {

@@ -167,11 +167,29 @@ describe('workers: long-poll', () => {
     assert.equal(failed.json.status, 'retry_wait');
 
     const waiting = h.call('POST', '/v1/workers/lease', { body: { pool: 'retry', wait_s: 30 } });
-    await waitFor(() => parkedWaiters(h) === 1);
+    // Parked, and its wake-up armed on the clock at the retry's ready_at.
+    await waitFor(() => parkedWaiters(h) === 1 && h.clock.pendingTimerCount() === 1);
     await h.clock.advance(40_000); // 30 s × uniform(0.8, 1.2) at most 36 s
     const answer = await waiting;
     assert.equal(answer.json.runs.length, 1);
     assert.equal(answer.json.runs[0].run_id, runId);
+    assert.equal(answer.json.runs[0].attempt, 2);
+  });
+
+  it('serves a waiter whose retry came due while its first pass ran', async () => {
+    const created = await h.call('POST', '/v1/jobs', {
+      body: cronJob({ pool: 'race', retry: { max_attempts: 3, base_s: 30, max_s: 60 } }),
+    });
+    await h.call('POST', `/v1/jobs/${created.json.job_id}/trigger`);
+    const first = await h.call('POST', '/v1/workers/lease', { body: { pool: 'race' } });
+    const { run_id: runId, fencing_token: token } = first.json.runs[0];
+    await h.call('POST', `/v1/runs/${runId}/complete`, { body: { fencing_token: token, status: 'failed' } });
+    // Time moves before the waiter's first pass can arm anything: no timer is left to fire.
+    const advancing = h.clock.advance(40_000);
+    const waiting = h.call('POST', '/v1/workers/lease', { body: { pool: 'race', wait_s: 5 } });
+    await advancing;
+    const answer = await waiting;
+    assert.equal(answer.json.runs.length, 1);
     assert.equal(answer.json.runs[0].attempt, 2);
   });
 
