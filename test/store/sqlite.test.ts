@@ -39,7 +39,7 @@ runStoreConformance('sqlite', async () => {
 });
 
 void describe('sqlite store: what only the embedded store has', () => {
-  void it('coalesces creates of one event-loop turn into one transaction; a failing call fails alone', async () => {
+  void it('coalesces the writes of one event-loop turn into one transaction; a failing write fails alone', async () => {
     const { path, removeDirectory } = await tempDatabasePath();
     const store = await openSqliteStore({ path });
     try {
@@ -50,7 +50,7 @@ void describe('sqlite store: what only the embedded store has', () => {
       const outcomes = await Promise.all(calls);
       await assert.rejects(failing, /UNIQUE|PRIMARY KEY/);
       assert.ok(outcomes.every(([outcome]) => outcome?.kind === 'created'));
-      assert.deepEqual(store.createCommitStats, { transactions: 1, calls: 201, items: 201 });
+      assert.deepEqual(store.groupCommitStats, { transactions: 1, operations: 201 });
       assert.equal(await store.getJob(null, records[199]!.jobId).then((job) => job?.jobId), records[199]!.jobId);
       assert.equal((await store.listJobs({ team: null, limit: 1_000 })).items.length, 200);
     } finally {

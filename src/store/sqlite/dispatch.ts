@@ -12,7 +12,7 @@ import { decideOverlap } from '../../domain/overlap.js';
 import type { JobRecord, RunStatus } from '../../domain/types.js';
 import type { DispatchItem, DispatchResult, OccurrenceWrite } from '../store.js';
 import type { WriteEffects } from './job-writes.js';
-import { jobFromRow, parseDecimalId, type JobRow } from './rows.js';
+import { jobFromRow, jobSelectSql, parseDecimalId, type JobRow } from './rows.js';
 import type { RunTable, TimerTable } from './tables.js';
 
 type DispatchedRun = { runId: string; status: RunStatus; inserted: boolean };
@@ -23,7 +23,7 @@ export class Dispatcher {
   private readonly selectJob: Database.Statement<[string], JobRow>;
   private readonly deleteTimer: Database.Statement<[number]>;
   private readonly cancelRun: Database.Statement<[number, string]>;
-  private readonly advanceJob: Database.Statement<[number | null, number | null, string, number, number, string]>;
+  private readonly finishJob: Database.Statement<[number, string]>;
 
   constructor(
     private readonly db: Database.Database,
@@ -32,14 +32,13 @@ export class Dispatcher {
   ) {
     this.selectShardToken = db.prepare<[number], number>('SELECT token FROM shard_leases WHERE shard = ?').pluck();
     this.selectTimer = db.prepare('SELECT job_id, shard FROM timers WHERE timer_id = ?');
-    this.selectJob = db.prepare('SELECT * FROM jobs WHERE job_id = ?');
+    this.selectJob = db.prepare(`${jobSelectSql} WHERE j.job_id = ?`);
     this.deleteTimer = db.prepare('DELETE FROM timers WHERE timer_id = ?');
     this.cancelRun = db.prepare(`
       UPDATE runs SET status = 'cancelled', finished_at = ?, held = 0, ready_at = NULL, lease_expires_at = NULL
       WHERE run_id = ?`);
-    this.advanceJob = db.prepare(`
-      UPDATE jobs SET next_fire_at = ?, next_scheduled_at = ?, state = ?, version = ?, updated_at = ?
-      WHERE job_id = ?`);
+    this.finishJob = db.prepare(
+      "UPDATE jobs SET state = 'done', version = version + 1, updated_at = ? WHERE job_id = ?");
   }
 
   dispatch(items: readonly DispatchItem[], nowMs: number): { results: DispatchResult[]; effects: WriteEffects } {
@@ -78,11 +77,10 @@ export class Dispatcher {
     this.deleteTimer.run(timerId);
     let nextTimerId: number | null = null;
     if (item.nextTimer === null) {
-      this.advanceJob.run(null, null, 'done', job.version + 1, nowMs, job.jobId);
+      this.finishJob.run(nowMs, job.jobId);
     } else {
+      // The job row is not touched: its next fire time is read from this timer.
       nextTimerId = this.timers.replace(job.jobId, job.shard, item.nextTimer);
-      this.advanceJob.run(item.nextTimer.fireAtMs, item.nextTimer.scheduledAtMs, 'active', job.version, nowMs,
-        job.jobId);
     }
     return {
       kind: 'dispatched', timerId: item.timerId, runs, pool: job.spec.pool,

@@ -10,14 +10,8 @@ import type { JobRecord, RunRecord } from '../../domain/types.js';
 import type {
   CreateJobInput, CreateJobOutcome, JobChange, JobChangeOutcome, LoadedTimer, TeamScope, TimerWrite,
 } from '../store.js';
-import type { CallOutcome } from './group-commit.js';
-import { jobFromRow, jobToParams, runFromRow, type JobRow } from './rows.js';
+import { jobFromRow, jobSelectSql, jobToParams, runFromRow, type JobColumns, type JobRow } from './rows.js';
 import { NearTimerBatch, type RunTable, type TimerTable } from './tables.js';
-
-export interface CreateCall {
-  items: CreateJobInput[];
-  nowMs: number;
-}
 
 export interface WriteEffects {
   nearTimers: LoadedTimer[];
@@ -30,8 +24,8 @@ const codePointMax = String.fromCodePoint(0x10ffff);
 export class JobWrites {
   private readonly selectJob: Database.Statement<[string], JobRow>;
   private readonly selectByKey: Database.Statement<[string, string], JobRow>;
-  private readonly insertJob: Database.Statement<[JobRow]>;
-  private readonly updateJob: Database.Statement<[JobRow]>;
+  private readonly insertJob: Database.Statement<[JobColumns]>;
+  private readonly updateJob: Database.Statement<[JobColumns]>;
   private readonly selectPrefixJobs: Database.Statement<[string, string, string, number, string], { job_id: string }>;
   private readonly markCancelled: Database.Statement<[number, string]>;
   private readonly selectHasTimer: Database.Statement<[string], number>;
@@ -43,17 +37,16 @@ export class JobWrites {
     private readonly nearHorizonMs: number,
     private readonly wantsNearTimers: () => boolean,
   ) {
-    this.selectJob = db.prepare('SELECT * FROM jobs WHERE job_id = ?');
-    this.selectByKey = db.prepare('SELECT * FROM jobs WHERE team = ? AND key = ?');
+    this.selectJob = db.prepare(`${jobSelectSql} WHERE j.job_id = ?`);
+    this.selectByKey = db.prepare(`${jobSelectSql} WHERE j.team = ? AND j.key = ?`);
     this.insertJob = db.prepare(`
-      INSERT INTO jobs (job_id, team, key, pool, state, spec, request_hash, shard, version, next_fire_at,
-        next_scheduled_at, created_at, updated_at)
-      VALUES (@job_id, @team, @key, @pool, @state, @spec, @request_hash, @shard, @version, @next_fire_at,
-        @next_scheduled_at, @created_at, @updated_at)`);
+      INSERT INTO jobs (job_id, team, key, pool, state, spec, request_hash, shard, version, created_at, updated_at)
+      VALUES (@job_id, @team, @key, @pool, @state, @spec, @request_hash, @shard, @version, @created_at,
+        @updated_at)`);
     this.updateJob = db.prepare(`
       UPDATE jobs SET team = @team, key = @key, pool = @pool, state = @state, spec = @spec,
-        request_hash = @request_hash, shard = @shard, version = @version, next_fire_at = @next_fire_at,
-        next_scheduled_at = @next_scheduled_at, created_at = @created_at, updated_at = @updated_at
+        request_hash = @request_hash, shard = @shard, version = @version, created_at = @created_at,
+        updated_at = @updated_at
       WHERE job_id = @job_id`);
     // Range on the (team, key) index, then the exact prefix test: keys may hold % _ ' and
     // anything else, and no pattern language is involved.
@@ -61,31 +54,15 @@ export class JobWrites {
       SELECT job_id FROM jobs
       WHERE team = ? AND key >= ? AND key < ? AND substr(key, 1, ?) = ? AND state != 'cancelled'`);
     this.markCancelled = db.prepare(`
-      UPDATE jobs SET state = 'cancelled', version = version + 1, next_fire_at = NULL, next_scheduled_at = NULL,
-        updated_at = ? WHERE job_id = ?`);
+      UPDATE jobs SET state = 'cancelled', version = version + 1, updated_at = ? WHERE job_id = ?`);
     this.selectHasTimer = db.prepare<[string], number>('SELECT 1 FROM timers WHERE job_id = ?').pluck();
   }
 
-  /** One transaction for every call of the group; a call that throws rolls back alone. */
-  createGroup(calls: CreateCall[]): { outcomes: CallOutcome<CreateJobOutcome[]>[]; effects: WriteEffects } {
-    const nearTimers: LoadedTimer[] = [];
-    const createCall = this.db.transaction((call: CreateCall) => {
-      const near = new NearTimerBatch(call.nowMs + this.nearHorizonMs, this.wantsNearTimers());
-      const results = call.items.map((item) => this.createOne(item, near));
-      return { results, near: near.timers };
-    });
-    const group = this.db.transaction(() => calls.map((call): CallOutcome<CreateJobOutcome[]> => {
-      try {
-        const { results, near } = createCall(call);
-        nearTimers.push(...near);
-        return { ok: true, value: results };
-      } catch (error) {
-        // The nested transaction is a savepoint: only this caller's items were undone.
-        return { ok: false, error };
-      }
-    }));
-    const outcomes = group.immediate();
-    return { outcomes, effects: { nearTimers, readyPools: [] } };
+  /** Creates the jobs with their first timers; `existing` and `key_conflict` write nothing. */
+  create(items: readonly CreateJobInput[], nowMs: number): { outcomes: CreateJobOutcome[]; effects: WriteEffects } {
+    const near = new NearTimerBatch(nowMs + this.nearHorizonMs, this.wantsNearTimers());
+    const apply = this.db.transaction(() => items.map((item) => this.createOne(item, near)));
+    return { outcomes: apply.immediate(), effects: { nearTimers: near.timers, readyPools: [] } };
   }
 
   private createOne(item: CreateJobInput, near: NearTimerBatch): CreateJobOutcome {

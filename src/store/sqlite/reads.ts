@@ -3,13 +3,14 @@
  * the reconciler's "jobs without a timer". Lists are keyset-paged, newest first, with
  * opaque cursors; a team-scoped read of another team's object answers as for an unknown id.
  */
+import assert from 'node:assert/strict';
 import type Database from 'better-sqlite3';
 import { shardCount } from '../../limits.js';
 import { TicklerError } from '../../errors.js';
-import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
+import { runStatuses, type JobRecord, type Page, type RunRecord } from '../../domain/types.js';
 import type { JobListFilter, LoadTimersQuery, LoadedTimer, RunListFilter, RunWithEvents, TeamScope } from '../store.js';
 import {
-  decodeCursor, encodeCursor, jobFromRow, loadedTimerFromRow, parseDecimalId, runEventFromRow, runFromRow,
+  decodeCursor, encodeCursor, jobFromRow, jobSelectSql, loadedTimerFromRow, parseDecimalId, runEventFromRow, runFromRow,
   type JobRow, type RunEventRow, type RunRow, type TimerWithJobRow,
 } from './rows.js';
 
@@ -50,14 +51,15 @@ export class StoreReads {
 
   constructor(db: Database.Database) {
     this.cache = new StatementCache(db);
-    this.selectJob = db.prepare('SELECT * FROM jobs WHERE job_id = ?');
+    this.selectJob = db.prepare(`${jobSelectSql} WHERE j.job_id = ?`);
     this.selectRun = db.prepare('SELECT * FROM runs WHERE run_id = ?');
     this.selectEvents = db.prepare('SELECT * FROM run_events WHERE run_id = ? ORDER BY event_id');
     // Every active job, one-shot or recurring, should have its pending timer: one without is
     // a silent miss either way.
-    const withoutTimer = `FROM jobs WHERE state = 'active'
-      AND NOT EXISTS (SELECT 1 FROM timers WHERE timers.job_id = jobs.job_id)`;
-    this.selectJobsWithoutTimer = db.prepare(`SELECT * ${withoutTimer} LIMIT ?`);
+    const withoutTimer = `FROM jobs j WHERE j.state = 'active'
+      AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_id = j.job_id)`;
+    this.selectJobsWithoutTimer = db.prepare(
+      `SELECT j.*, NULL AS next_fire_at, NULL AS next_scheduled_at ${withoutTimer} LIMIT ?`);
     this.countJobsWithoutTimerStatement = db.prepare<[], number>(`SELECT count(*) ${withoutTimer}`).pluck();
     this.selectNextLeaseExpiry = db.prepare<[], number | null>(
       "SELECT min(lease_expires_at) FROM runs WHERE status = 'running'").pluck();
@@ -76,26 +78,26 @@ export class StoreReads {
   listJobs(filter: JobListFilter): Page<JobRecord> {
     const where: string[] = [];
     const params: Param[] = [];
-    if (filter.team !== null) { where.push('team = ?'); params.push(filter.team); }
-    if (filter.state !== undefined) { where.push('state = ?'); params.push(filter.state); }
-    if (filter.pool !== undefined) { where.push('pool = ?'); params.push(filter.pool); }
+    if (filter.team !== null) { where.push('j.team = ?'); params.push(filter.team); }
+    if (filter.state !== undefined) { where.push('j.state = ?'); params.push(filter.state); }
+    if (filter.pool !== undefined) { where.push('j.pool = ?'); params.push(filter.pool); }
     if (filter.label !== undefined) {
       const separator = filter.label.indexOf('=');
       if (separator === -1) {
-        where.push("EXISTS (SELECT 1 FROM json_each(jobs.spec, '$.labels') WHERE key = ?)");
+        where.push("EXISTS (SELECT 1 FROM json_each(j.spec, '$.labels') WHERE key = ?)");
         params.push(filter.label);
       } else {
-        where.push("EXISTS (SELECT 1 FROM json_each(jobs.spec, '$.labels') WHERE key = ? AND value = ?)");
+        where.push("EXISTS (SELECT 1 FROM json_each(j.spec, '$.labels') WHERE key = ? AND value = ?)");
         params.push(filter.label.slice(0, separator), filter.label.slice(separator + 1));
       }
     }
     if (filter.cursor !== undefined) {
       const cursor = cursorOrThrow(filter.cursor);
-      where.push('(created_at < ? OR (created_at = ? AND job_id < ?))');
+      where.push('(j.created_at < ? OR (j.created_at = ? AND j.job_id < ?))');
       params.push(cursor.sortMs, cursor.sortMs, cursor.id);
     }
-    const sql = `SELECT * FROM jobs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
-      ORDER BY created_at DESC, job_id DESC LIMIT ?`;
+    const sql = `${jobSelectSql} ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+      ORDER BY j.created_at DESC, j.job_id DESC LIMIT ?`;
     const rows = this.cache.get(sql).all(...params, filter.limit + 1) as JobRow[];
     const items = rows.slice(0, filter.limit).map(jobFromRow);
     const last = items.at(-1);
@@ -150,7 +152,11 @@ export class StoreReads {
     if (filter.team !== null) { where.push('team = ?'); params.push(filter.team); }
     if (filter.jobId !== undefined) { where.push('job_id = ?'); params.push(filter.jobId); }
     if (filter.pool !== undefined) { where.push('pool = ?'); params.push(filter.pool); }
-    if (filter.status !== undefined) { where.push('status = ?'); params.push(filter.status); }
+    if (filter.status !== undefined) {
+      // Inlined, not bound: only a literal lets SQLite pick the partial runs_dead index.
+      assert.ok(runStatuses.includes(filter.status), 'a known run status');
+      where.push(`status = '${filter.status}'`);
+    }
     if (filter.sinceMs !== undefined) { where.push('scheduled_at >= ?'); params.push(filter.sinceMs); }
     if (filter.untilMs !== undefined) { where.push('scheduled_at < ?'); params.push(filter.untilMs); }
     if (filter.cursor !== undefined) {

@@ -6,7 +6,8 @@
 import type { JobRecord, JobSpec, JobState, Lane, RunEvent, RunRecord, RunStatus } from '../../domain/types.js';
 import type { LoadedTimer, ShardLease } from '../store.js';
 
-export interface JobRow {
+/** The columns of the jobs table. */
+export interface JobColumns {
   job_id: string;
   team: string;
   key: string | null;
@@ -16,11 +17,19 @@ export interface JobRow {
   request_hash: string;
   shard: number;
   version: number;
-  next_fire_at: number | null;
-  next_scheduled_at: number | null;
   created_at: number;
   updated_at: number;
 }
+
+/** A job as read through `jobSelectSql`: the columns plus its pending timer's times. */
+export interface JobRow extends JobColumns {
+  next_fire_at: number | null;
+  next_scheduled_at: number | null;
+}
+
+/** Reads jobs with their next fire time, which is the pending timer's (alias `j`). */
+export const jobSelectSql = `SELECT j.*, t.fire_at AS next_fire_at, t.scheduled_at AS next_scheduled_at
+  FROM jobs j LEFT JOIN timers t ON t.job_id = j.job_id`;
 
 export interface RunRow {
   run_id: string;
@@ -89,8 +98,8 @@ export function jobFromRow(row: JobRow): JobRecord {
   };
 }
 
-/** The columns of a job row, in the order of the insert statement's named parameters. */
-export function jobToParams(job: JobRecord): JobRow {
+/** The columns of a job row, as the insert and update statements' named parameters. */
+export function jobToParams(job: JobRecord): JobColumns {
   return {
     job_id: job.jobId,
     team: job.team,
@@ -101,8 +110,6 @@ export function jobToParams(job: JobRecord): JobRow {
     request_hash: job.requestHash,
     shard: job.shard,
     version: job.version,
-    next_fire_at: job.nextFireAtMs,
-    next_scheduled_at: job.nextScheduledAtMs,
     created_at: job.createdAtMs,
     updated_at: job.updatedAtMs,
   };

@@ -11,8 +11,12 @@ import type Database from 'better-sqlite3';
 
 const migrations: readonly string[] = [
   `
+  -- Rowid tables throughout: rows append, and only the small key indexes take random
+  -- inserts (run ids are hashes). A job's next fire time is its pending timer's, read by a
+  -- join, so dispatch never rewrites the job row. Measured: WITHOUT ROWID runs keyed by the
+  -- hash made each 512-timer dispatch commit rewrite ~512 scattered 8 KiB pages.
   CREATE TABLE jobs (
-    job_id TEXT PRIMARY KEY,
+    job_id TEXT NOT NULL UNIQUE,
     team TEXT NOT NULL,
     key TEXT,
     pool TEXT NOT NULL,
@@ -21,11 +25,9 @@ const migrations: readonly string[] = [
     request_hash TEXT NOT NULL,
     shard INTEGER NOT NULL,
     version INTEGER NOT NULL,
-    next_fire_at INTEGER,
-    next_scheduled_at INTEGER,
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL
-  ) WITHOUT ROWID;
+  );
   CREATE UNIQUE INDEX jobs_team_key ON jobs (team, key) WHERE key IS NOT NULL;
   CREATE INDEX jobs_team_created ON jobs (team, created_at DESC, job_id DESC);
   CREATE INDEX jobs_created ON jobs (created_at DESC, job_id DESC);
@@ -45,7 +47,7 @@ const migrations: readonly string[] = [
   CREATE INDEX timers_due ON timers (fire_at);
 
   CREATE TABLE runs (
-    run_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL UNIQUE,
     job_id TEXT NOT NULL,
     team TEXT NOT NULL,
     pool TEXT NOT NULL,
@@ -66,7 +68,7 @@ const migrations: readonly string[] = [
     worker_id TEXT,
     fencing_token INTEGER,
     held INTEGER NOT NULL
-  ) WITHOUT ROWID;
+  );
   CREATE INDEX runs_leasable ON runs (pool, lane, ready_at)
     WHERE status IN ('ready', 'retry_wait') AND held = 0;
   CREATE INDEX runs_running ON runs (lease_expires_at) WHERE status = 'running';
@@ -74,7 +76,8 @@ const migrations: readonly string[] = [
   CREATE INDEX runs_active_by_job ON runs (job_id) WHERE status IN ('ready', 'running', 'retry_wait');
   CREATE INDEX runs_job_history ON runs (job_id, scheduled_at DESC, run_id DESC);
   CREATE INDEX runs_team_history ON runs (team, scheduled_at DESC, run_id DESC);
-  CREATE INDEX runs_team_status ON runs (team, status, scheduled_at DESC, run_id DESC);
+  -- The DLQ view; other status filters walk the team's history.
+  CREATE INDEX runs_dead ON runs (team, scheduled_at DESC, run_id DESC) WHERE status = 'dead';
 
   -- Append-only; the global id orders a run's events.
   CREATE TABLE run_events (

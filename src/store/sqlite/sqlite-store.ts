@@ -1,9 +1,10 @@
 /**
  * The embedded store: one SQLite file in WAL mode with fsync on every commit
  * (`synchronous=FULL`), so an acknowledged create, cancel or completion survives kill -9
- * (invariant 5). better-sqlite3 is synchronous; the Store methods are async only to share
- * the contract with PostgreSQL. Creates go through a group commit; every other write is
- * one `BEGIN IMMEDIATE` transaction, which also serialises several processes on one file.
+ * (invariant 5). better-sqlite3 is synchronous; the Store methods are async so that every
+ * write can go through the group commit (`group-commit.ts`): the writes of one event-loop
+ * turn share one `BEGIN IMMEDIATE` transaction and one fsync, each in its own savepoint.
+ * `BEGIN IMMEDIATE` also serialises several processes on one file. Reads run at once.
  *
  * Notifications (runs ready, near timers) are emitted after the commit that caused them.
  */
@@ -18,8 +19,8 @@ import type {
   LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, Store, TeamScope, TimerWrite,
 } from '../store.js';
 import { Dispatcher } from './dispatch.js';
-import { GroupCommitQueue } from './group-commit.js';
-import { JobWrites, type CreateCall, type WriteEffects } from './job-writes.js';
+import { GroupCommitQueue, type OperationOutcome, type QueuedOperation } from './group-commit.js';
+import { JobWrites, type WriteEffects } from './job-writes.js';
 import { Notifier } from './notifications.js';
 import { StoreReads } from './reads.js';
 import { RunTransitions } from './run-transitions.js';
@@ -75,10 +76,8 @@ export class SqliteStore implements Store {
   private readonly shardLeases: ShardLeaseTable;
   private readonly runTransitions: RunTransitions;
   private readonly reads: StoreReads;
-  private readonly creates: GroupCommitQueue<CreateCall, CreateJobOutcome[]>;
+  private readonly writes: GroupCommitQueue;
   private closed = false;
-  /** Group-commit counters: calls per transaction shows how well creates coalesce. */
-  readonly createCommitStats = { transactions: 0, calls: 0, items: 0 };
 
   constructor(private readonly db: Database.Database, options: SqliteStoreOptions) {
     const logger = options.logger;
@@ -96,14 +95,12 @@ export class SqliteStore implements Store {
     this.shardLeases = new ShardLeaseTable(db, tokens);
     this.runTransitions = new RunTransitions(db, runs, tokens, options.random ?? Math.random);
     this.reads = new StoreReads(db);
-    this.creates = new GroupCommitQueue((calls) => {
-      const { outcomes, effects } = this.jobWrites.createGroup(calls);
-      this.createCommitStats.transactions++;
-      this.createCommitStats.calls += calls.length;
-      this.createCommitStats.items += calls.reduce((sum, call) => sum + call.items.length, 0);
-      this.emit(effects);
-      return outcomes;
-    }, groupCommitMax);
+    this.writes = new GroupCommitQueue((operations) => this.commitGroup(operations), groupCommitMax);
+  }
+
+  /** Transactions and operations committed so far: operations per transaction shows the coalescing. */
+  get groupCommitStats(): { transactions: number; operations: number } {
+    return { ...this.writes.stats };
   }
 
   onRunsReady(listener: (pool: string) => void): () => void {
@@ -117,13 +114,8 @@ export class SqliteStore implements Store {
   // Jobs ---------------------------------------------------------------------------------
 
   async createJobs(items: CreateJobInput[], nowMs: number): Promise<CreateJobOutcome[]> {
-    this.assertOpen();
     if (items.length === 0) return [];
-    try {
-      return await this.creates.submit({ items, nowMs }, items.length);
-    } catch (error) {
-      throw translateError(error);
-    }
+    return this.writeWithEffects(items.length, () => this.jobWrites.create(items, nowMs)).then((done) => done.outcomes);
   }
 
   async getJob(team: TeamScope, jobId: string): Promise<JobRecord | null> {
@@ -135,35 +127,35 @@ export class SqliteStore implements Store {
   }
 
   async changeJob(change: JobChange): Promise<JobChangeOutcome> {
-    return this.run(() => this.withEffects(this.jobWrites.change(change)).outcome);
+    return this.writeWithEffects(1, () => this.jobWrites.change(change)).then((done) => done.outcome);
   }
 
   async cancelJob(team: TeamScope, jobId: string, nowMs: number): Promise<JobRecord | null> {
-    return this.run(() => this.jobWrites.cancel(team, jobId, nowMs));
+    return this.write(1, () => this.jobWrites.cancel(team, jobId, nowMs));
   }
 
   async cancelJobsByKeyPrefix(team: string, prefix: string, nowMs: number): Promise<number> {
-    return this.run(() => this.jobWrites.cancelByKeyPrefix(team, prefix, nowMs));
+    return this.write(1, () => this.jobWrites.cancelByKeyPrefix(team, prefix, nowMs));
   }
 
   async triggerJob(team: TeamScope, jobId: string, nowMs: number): Promise<RunRecord | null> {
-    return this.run(() => this.withEffects(this.jobWrites.trigger(team, jobId, nowMs)).run);
+    return this.writeWithEffects(1, () => this.jobWrites.trigger(team, jobId, nowMs)).then((done) => done.run);
   }
 
   // Shard ownership ------------------------------------------------------------------------
 
   async acquireShardLeases(nodeId: string, shards: readonly number[], ttlMs: number, nowMs: number,
     options?: { force?: boolean }): Promise<ShardLease[]> {
-    return this.run(() => this.shardLeases.acquire(nodeId, shards, ttlMs, nowMs, options?.force ?? false));
+    return this.write(1, () => this.shardLeases.acquire(nodeId, shards, ttlMs, nowMs, options?.force ?? false));
   }
 
   async renewShardLeases(nodeId: string, leases: readonly ShardLease[], ttlMs: number, nowMs: number):
     Promise<ShardLease[]> {
-    return this.run(() => this.shardLeases.renew(nodeId, leases, ttlMs, nowMs));
+    return this.write(1, () => this.shardLeases.renew(nodeId, leases, ttlMs, nowMs));
   }
 
   async releaseShardLeases(nodeId: string, leases: readonly ShardLease[]): Promise<void> {
-    this.run(() => this.shardLeases.release(nodeId, leases));
+    await this.write(1, () => this.shardLeases.release(nodeId, leases));
   }
 
   async listShardLeases(): Promise<ShardLease[]> {
@@ -178,7 +170,8 @@ export class SqliteStore implements Store {
 
   async dispatch(items: readonly DispatchItem[], nowMs: number): Promise<DispatchResult[]> {
     if (items.length === 0) return [];
-    return this.run(() => this.withEffects(this.dispatcher.dispatch(items, nowMs)).results);
+    return this.writeWithEffects(items.length, () => this.dispatcher.dispatch(items, nowMs))
+      .then((done) => done.results);
   }
 
   async findJobsWithoutTimer(limit: number): Promise<JobRecord[]> {
@@ -186,7 +179,8 @@ export class SqliteStore implements Store {
   }
 
   async repairJobTimer(jobId: string, expectedVersion: number, timer: TimerWrite, nowMs: number): Promise<boolean> {
-    return this.run(() => this.withEffects(this.jobWrites.repairTimer(jobId, expectedVersion, timer, nowMs)).repaired);
+    return this.writeWithEffects(1, () => this.jobWrites.repairTimer(jobId, expectedVersion, timer, nowMs))
+      .then((done) => done.repaired);
   }
 
   async countJobsWithoutTimer(): Promise<number> {
@@ -197,27 +191,23 @@ export class SqliteStore implements Store {
 
   async leaseRuns(request: LeaseRunsRequest): Promise<LeasedRun[]> {
     if (request.max <= 0) return [];
+    // Not queued: a lease is already a batch, and long-poll waiters expect an empty answer
+    // to come back within the same turn of I/O (an API test's waiter relies on it).
     return this.run(() => this.runTransitions.lease(request));
   }
 
   async heartbeatRun(team: TeamScope, runId: string, fencingToken: string, nowMs: number): Promise<HeartbeatOutcome> {
-    return this.run(() => this.runTransitions.heartbeat(team, runId, fencingToken, nowMs));
+    return this.write(1, () => this.runTransitions.heartbeat(team, runId, fencingToken, nowMs));
   }
 
   async completeRun(request: CompleteRequest): Promise<CompleteOutcome> {
-    return this.run(() => {
-      const { outcome, readyPools } = this.runTransitions.complete(request);
-      this.notifier.emitRunsReady(readyPools);
-      return outcome;
-    });
+    return this.write(1, () => this.runTransitions.complete(request), (done) => this.notifier.emitRunsReady(done.readyPools))
+      .then((done) => done.outcome);
   }
 
   async expireRunLeases(nowMs: number, limit: number): Promise<ExpiredLease[]> {
-    return this.run(() => {
-      const { expired, readyPools } = this.runTransitions.expire(nowMs, limit);
-      this.notifier.emitRunsReady(readyPools);
-      return expired;
-    });
+    return this.write(limit, () => this.runTransitions.expire(nowMs, limit),
+      (done) => this.notifier.emitRunsReady(done.readyPools)).then((done) => done.expired);
   }
 
   async nextRunDeadlineMs(): Promise<number | null> {
@@ -229,10 +219,8 @@ export class SqliteStore implements Store {
   }
 
   async replayRun(team: TeamScope, runId: string, nowMs: number): Promise<ReplayOutcome> {
-    return this.run(() => {
-      const outcome = this.runTransitions.replay(team, runId, nowMs);
+    return this.write(1, () => this.runTransitions.replay(team, runId, nowMs), (outcome) => {
       if (outcome.kind === 'replayed') this.notifier.emitRunsReady([outcome.run.pool]);
-      return outcome;
     });
   }
 
@@ -252,17 +240,38 @@ export class SqliteStore implements Store {
     this.run(() => this.db.prepare('SELECT 1').get());
   }
 
-  /** Commits creates already accepted, then closes the file. Idempotent. */
+  /** Commits writes already accepted, then closes the file. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
-    this.creates.drain();
+    this.writes.drain();
     this.closed = true;
     this.db.close();
   }
 
-  private withEffects<T extends { effects: WriteEffects }>(result: T): T {
-    this.emit(result.effects);
-    return result;
+  /** Queues a write for the next group commit; answers after the commit. */
+  private write<T>(weight: number, run: () => T, afterCommit: (value: T) => void = () => undefined): Promise<T> {
+    this.assertOpen();
+    return this.writes.submit({ run, afterCommit, weight });
+  }
+
+  private writeWithEffects<T extends { effects: WriteEffects }>(weight: number, run: () => T): Promise<T> {
+    return this.write(weight, run, (done) => this.emit(done.effects));
+  }
+
+  /** One transaction for the group; each operation in its own savepoint, failing alone. */
+  private commitGroup(operations: readonly QueuedOperation[]): OperationOutcome[] {
+    const group = this.db.transaction(() => operations.map((operation): OperationOutcome => {
+      try {
+        return { ok: true, value: this.db.transaction(operation.run)() };
+      } catch (error) {
+        return { ok: false, error: translateError(error) };
+      }
+    }));
+    try {
+      return group.immediate();
+    } catch (error) {
+      throw translateError(error);
+    }
   }
 
   private emit(effects: WriteEffects): void {
