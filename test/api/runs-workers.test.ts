@@ -2,6 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { cronJob, startHarness, type Harness } from './harness.js';
 import type { LeaseWaiters } from '../../src/service/lease-waiters.js';
+import { shardOf as shardOfJob } from '../../src/domain/identity.js';
 
 async function triggeredRun(h: Harness, pool = 'billing'): Promise<{ jobId: string; runId: string }> {
   const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool, payload: { invoice: 7 } }) });
@@ -129,6 +130,45 @@ describe('workers: lease, heartbeat, complete', () => {
     assert.equal(badSince.json.error.field, 'since');
     const unknownRun = await h.call('GET', '/v1/runs/00000000000000000000000000000000');
     assert.equal(unknownRun.status, 404);
+  });
+});
+
+describe('workers: a run replaced by the overlap policy', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness();
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  it('answers 409 cancelled to the heartbeat and completion of the replaced attempt', async () => {
+    const created = await h.call('POST', '/v1/jobs', {
+      body: cronJob({ pool: 'replace', overlap: 'replace', schedule: { cron: '0 * * * *' }, tolerance_s: 0 }),
+    });
+    const jobId = created.json.job_id;
+    await h.call('POST', `/v1/jobs/${jobId}/trigger`);
+    const lease = await h.call('POST', '/v1/workers/lease', { body: { pool: 'replace' } });
+    const { run_id: runId, fencing_token: token } = lease.json.runs[0];
+
+    // Fire the job's pending timer as a scheduler would: the next occurrence replaces the running one.
+    await h.clock.advance(3_600_000);
+    const [timer] = await h.store.loadTimers({ shards: [shardOfJob(jobId)], untilMs: h.clock.nowMs() + 1, limit: 10 });
+    assert.ok(timer !== undefined, 'the job has a pending timer');
+    const [shardLease] = await h.store.acquireShardLeases('test-node', [timer.shard], 10_000, h.clock.nowMs());
+    const [result] = await h.store.dispatch([{
+      shard: timer.shard, shardToken: shardLease!.token, timerId: timer.timerId, jobId,
+      occurrences: [{ scheduledAtMs: timer.scheduledAtMs, fireAtMs: timer.fireAtMs, status: 'ready' }], nextTimer: null,
+    }], h.clock.nowMs());
+    assert.equal(result?.kind, 'dispatched');
+
+    const beat = await h.call('POST', `/v1/runs/${runId}/heartbeat`, { body: { fencing_token: token } });
+    assert.equal(beat.status, 409);
+    assert.equal(beat.json.error.code, 'cancelled');
+    const done = await h.call('POST', `/v1/runs/${runId}/complete`, { body: { fencing_token: token, status: 'succeeded' } });
+    assert.equal(done.status, 409);
+    assert.equal(done.json.error.code, 'cancelled');
+    assert.equal((await h.call('GET', `/v1/runs/${runId}`)).json.status, 'cancelled');
   });
 });
 
