@@ -9,7 +9,8 @@ import Database from 'better-sqlite3';
 import { TicklerError } from '../../src/errors.js';
 import { openSqliteStore } from '../../src/store/sqlite/index.js';
 import { schemaVersion } from '../../src/store/sqlite/schema.js';
-import { runStoreConformance } from './conformance.js';
+import { runStoreConformance, type StoreHandle } from './conformance.js';
+import { runRaceConformance } from './conformance-race.js';
 import {
   createJob, firePending, jobRecord, jobSpec, leaseOne, minuteMs, t0Ms, timerAt,
 } from './conformance-fixtures.js';
@@ -19,7 +20,8 @@ async function tempDatabasePath(): Promise<{ path: string; removeDirectory(): Pr
   return { path: join(directory, 'tickler.db'), removeDirectory: () => rm(directory, { recursive: true, force: true }) };
 }
 
-runStoreConformance('sqlite', async () => {
+/** A fresh database file; `openPeer` opens a second connection to it, as another process would. */
+async function openSqliteHandle(): Promise<StoreHandle> {
   const { path, removeDirectory } = await tempDatabasePath();
   const store = await openSqliteStore({ path });
   const peers: { close(): Promise<void> }[] = [];
@@ -36,7 +38,10 @@ runStoreConformance('sqlite', async () => {
       await removeDirectory();
     },
   };
-});
+}
+
+runStoreConformance('sqlite', openSqliteHandle);
+runRaceConformance('sqlite', openSqliteHandle);
 
 void describe('sqlite store: what only the embedded store has', () => {
   void it('coalesces the writes of one event-loop turn into one transaction; a failing write fails alone', async () => {
