@@ -113,6 +113,10 @@ export class RunTransitions {
     };
   }
 
+  /**
+   * A lease past its expiry that no sweep has taken yet still extends: the token is still the
+   * current one, so no other worker can hold the run.
+   */
   heartbeat(team: TeamScope, runId: string, fencingToken: string, nowMs: number): HeartbeatOutcome {
     const row = this.runs.get(runId);
     if (row === undefined || (team !== null && row.team !== team)) return { kind: 'not_found' };
