@@ -153,6 +153,8 @@ function installErrorHandling(app: App, deps: AppDeps): void {
     deps.metrics.httpErrorsTotal.inc({ code: known.code });
     if (known.status >= 500) request.log.warn({ err: error, url: request.url }, 'request answered %d', known.status);
     if (known.code === 'unauthorized') void reply.header('www-authenticate', 'Bearer');
+    // An outage is worth retrying soon; say when, as a 429 would.
+    if (known.code === 'unavailable') void reply.header('retry-after', '1');
     return reply.code(known.status).send(known.toBody());
   });
   app.setNotFoundHandler((request, reply) => {

@@ -117,9 +117,6 @@ export const JobBatchBody = Type.Object({
   jobs: Type.Array(Type.Unknown(), { minItems: 1, maxItems: limits.batchJobsMax }),
 }, strict);
 
-/** A body-less POST: nothing, or `{}`. */
-export const EmptyBody = Type.Union([Type.Object({}, strict), Type.Null()]);
-
 export const JobIdParams = Type.Object({ job_id: Type.String() }, strict);
 export const RunIdParams = Type.Object({ run_id: Type.String() }, strict);
 

@@ -278,6 +278,7 @@ describe('store outage', () => {
           const answer = await h.call(method, url, { body });
           assert.equal(answer.status, 503, `${method} ${url}`);
           assert.equal(answer.json.error.code, 'unavailable');
+          assert.equal(answer.headers['retry-after'], '1');
         }
       } finally {
         await h.close();
