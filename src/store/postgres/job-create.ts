@@ -86,7 +86,7 @@ async function insertJobRows(transaction: Transaction, items: readonly Prepared[
   const result = await transaction.query<{ job_id: string }>(
     `INSERT INTO jobs (job_id, team, key, state, pool, spec, request_hash, shard, version, timer_id,
                        next_fire_at, next_scheduled_at, created_at, updated_at)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::text[],
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::json[], $7::text[],
                           $8::int[], $9::int[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[])
      ON CONFLICT DO NOTHING
      RETURNING job_id`,

@@ -34,7 +34,7 @@ export async function listJobs(context: StoreContext, filter: JobListFilter): Pr
   if (filter.pool !== undefined) conditions.push(`pool = ${bind(filter.pool)}`);
   if (filter.label !== undefined) {
     const separator = filter.label.indexOf('=');
-    if (separator < 0) conditions.push(`spec->'labels' ? ${bind(filter.label)}`);
+    if (separator < 0) conditions.push(`(spec->'labels')::jsonb ? ${bind(filter.label)}`);
     else conditions.push(`spec->'labels'->>${bind(filter.label.slice(0, separator))} = ${bind(filter.label.slice(separator + 1))}`);
   }
   if (filter.cursor !== undefined) {
@@ -90,7 +90,7 @@ export function changeJob(context: StoreContext, change: JobChange): Promise<Job
     let updated;
     try {
       updated = await tx.query<JobRow>(
-        `UPDATE jobs SET spec = $2::jsonb, key = $3, pool = $4, request_hash = $5, state = $6, version = $7,
+        `UPDATE jobs SET spec = $2::json, key = $3, pool = $4, request_hash = $5, state = $6, version = $7,
                          timer_id = $8, next_fire_at = $9, next_scheduled_at = $10, updated_at = $11
           WHERE job_id = $1 RETURNING ${jobColumns}`,
         [row.job_id, jsonParam(spec), spec.key, spec.pool, change.requestHash ?? row.request_hash, state, version,

@@ -153,7 +153,7 @@ export function decodeCursor(cursor: string): { timeMs: number; id: string } {
   return { timeMs: parsed[0] as number, id: parsed[1] };
 }
 
-/** Serialises a JSON value for a `jsonb` parameter; `undefined` becomes SQL NULL. */
+/** Serialises a JSON value for a `json` parameter; `undefined` becomes SQL NULL. */
 export function jsonParam(value: unknown): string | null {
   return value === undefined ? null : JSON.stringify(value);
 }

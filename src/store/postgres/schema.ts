@@ -7,6 +7,10 @@
  * grows (shard leases and worker fencing tokens alike). Timers are range-partitioned by
  * `fire_at` (see partitions.ts); one pending timer per job is enforced by the job row,
  * whose `timer_id` names it (a unique index on `job_id` is impossible across partitions).
+ *
+ * Documents (spec, result, event detail) are `json`, not `jsonb`: building jsonb made a
+ * 20,000-job insert take ~850 ms against ~310 ms for json on this 2-core machine (psql,
+ * 2026-11-29), and nothing looks inside them except the label filter, which casts.
  */
 import type pg from 'pg';
 import { quoteIdentifier } from './connection.js';
@@ -25,7 +29,7 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
         key text,
         state text NOT NULL,
         pool text NOT NULL,
-        spec jsonb NOT NULL,
+        spec json NOT NULL,
         request_hash text NOT NULL,
         shard integer NOT NULL,
         version integer NOT NULL,
@@ -64,7 +68,7 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
         started_at bigint,
         finished_at bigint,
         last_error text,
-        result jsonb,
+        result json,
         ready_at bigint,
         lease_expires_at bigint,
         worker_id text,
@@ -87,7 +91,7 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
         type text NOT NULL,
         from_status text,
         to_status text,
-        detail jsonb,
+        detail json,
         PRIMARY KEY (run_id, event_id)
       )`,
       `CREATE TABLE shard_leases (

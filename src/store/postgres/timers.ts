@@ -35,7 +35,7 @@ export async function loadTimersByRef(context: StoreContext, refs: readonly Time
   return result.rows.map(loadedTimerFromRow);
 }
 
-const withoutTimerCondition = `state = 'active' AND timer_id IS NULL AND spec->'schedule' ? 'cron'`;
+const withoutTimerCondition = `state = 'active' AND timer_id IS NULL AND spec->'schedule'->>'cron' IS NOT NULL`;
 
 export async function findJobsWithoutTimer(context: StoreContext, limit: number): Promise<JobRecord[]> {
   const result = await query<JobRow>(context, 'findJobsWithoutTimer',

@@ -47,7 +47,7 @@ export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest
      ), events AS (
        INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
        SELECT run_id, $2, 'leased', from_status, 'running',
-              jsonb_build_object('attempt', attempt, 'worker_id', $6::text, 'fencing_token', fencing_token)
+              json_build_object('attempt', attempt, 'worker_id', $6::text, 'fencing_token', fencing_token)
          FROM leased
      )
      SELECT l.run_id, l.job_id, l.team, l.attempt, l.scheduled_at, l.fire_at, l.dispatched_at, l.fencing_token,
@@ -130,7 +130,7 @@ export function completeRun(context: StoreContext, request: CompleteRequest): Pr
     const final = status !== 'retry_wait';
     const updated = await tx.query<RunRow>(
       `UPDATE runs r SET status = $2, ready_at = $3, finished_at = $4, lease_expires_at = NULL,
-                         last_error = CASE WHEN $2 = 'succeeded' THEN r.last_error ELSE $5 END, result = $6::jsonb
+                         last_error = CASE WHEN $2 = 'succeeded' THEN r.last_error ELSE $5 END, result = $6::json
         WHERE r.run_id = $1 RETURNING ${runColumns}`,
       [run.run_id, status, readyAtMs, final ? request.nowMs : null,
         request.error ?? (request.status === 'succeeded' ? null : request.status), jsonParam(request.result ?? null)]);

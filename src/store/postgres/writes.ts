@@ -115,7 +115,7 @@ export async function appendEvents(transaction: Transaction, events: readonly Ne
   if (events.length === 0) return;
   await transaction.query(
     `INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
-     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::jsonb[])`,
+     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::json[])`,
     [
       events.map((event) => event.runId),
       events.map((event) => event.atMs),
