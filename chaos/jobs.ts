@@ -39,7 +39,10 @@ export interface JobRecord {
   createdAtMs: number | null;
   /** The first acknowledgement's arrival. */
   ackedAtMs: number | null;
+  /** Every answer was a refusal: nothing was created. */
   refused: boolean;
+  /** Some answer was lost: a later refusal (say, of a one-shot now in the past) proves nothing. */
+  outcomeUnknown: boolean;
   controls: ControlRecord[];
 }
 
@@ -71,7 +74,12 @@ export class JobBook {
         }
         case 'create_failed': {
           const job = this.byCreateId.get(event.createId);
-          if (job !== undefined && job.ackedAtMs === null) job.refused = true;
+          if (job !== undefined && job.ackedAtMs === null && !job.outcomeUnknown) job.refused = true;
+          break;
+        }
+        case 'create_unknown': {
+          const job = this.byCreateId.get(event.createId);
+          if (job !== undefined) job.outcomeUnknown = true;
           break;
         }
         case 'control_sent': {
@@ -107,6 +115,7 @@ export class JobBook {
       createdAtMs: null,
       ackedAtMs: null,
       refused: false,
+      outcomeUnknown: false,
       controls: [],
     });
   }

@@ -1,0 +1,110 @@
+/**
+ * Applies a fault plan to the running cluster and records each fault's window in the history:
+ * `fault_start` just before the signal, `fault_end` once the process is back (restarted and
+ * ready, or continued) or the database restart has returned. Faults run concurrently; the
+ * plan keeps them from taking the whole cluster down at once.
+ */
+import type { Clock } from '../src/clock.js';
+import type { ChaosDatabase } from './database.js';
+import type { PlannedFault } from './fault-plan.js';
+import type { HistoryRecorder } from './recorder.js';
+import type { ManagedProcess, Supervisor } from './supervisor.js';
+
+export interface FaultInjectorDeps {
+  supervisor: Supervisor;
+  database: ChaosDatabase;
+  recorder: HistoryRecorder;
+  clock: Clock;
+  schedulers: readonly string[];
+  /** Resolves `busy-owner` to a running scheduler, or null. */
+  busiestOwner: (running: readonly string[]) => Promise<string | null>;
+  log: (message: string) => void;
+}
+
+const restartTriesMax = 5;
+
+export class FaultInjector {
+  private readonly deps: FaultInjectorDeps;
+  readonly applied: PlannedFault[] = [];
+  readonly skipped: { fault: PlannedFault; reason: string }[] = [];
+
+  constructor(deps: FaultInjectorDeps) {
+    this.deps = deps;
+  }
+
+  async play(plan: readonly PlannedFault[], phaseStartMs: number): Promise<void> {
+    const running: Promise<void>[] = [];
+    for (const fault of plan) {
+      await this.waitUntil(phaseStartMs + fault.startOffsetMs);
+      running.push(this.apply(fault));
+    }
+    await Promise.all(running);
+  }
+
+  private waitUntil(atMs: number): Promise<void> {
+    const { clock } = this.deps;
+    if (clock.nowMs() >= atMs) return Promise.resolve();
+    return new Promise((resolve) => clock.setTimer(atMs, resolve));
+  }
+
+  private async apply(fault: PlannedFault): Promise<void> {
+    const { supervisor, recorder, database } = this.deps;
+    if (fault.kind === 'postgres_restart') {
+      if (database.restart === null) {
+        this.skipped.push({ fault, reason: 'no private cluster' });
+        return;
+      }
+      recorder.record({ type: 'fault_start', faultId: fault.faultId, kind: fault.kind, target: 'postgres' });
+      this.deps.log(`fault ${fault.faultId}: postgres restart -m immediate`);
+      await database.restart();
+      recorder.record({ type: 'fault_end', faultId: fault.faultId });
+      this.applied.push(fault);
+      return;
+    }
+    const target = await this.resolveTarget(fault);
+    if (target === null) {
+      this.skipped.push({ fault, reason: `${fault.target} is not running` });
+      return;
+    }
+    const managed = supervisor.get(target);
+    recorder.record({ type: 'fault_start', faultId: fault.faultId, kind: fault.kind, target });
+    this.deps.log(`fault ${fault.faultId}: ${fault.kind} of ${target} for ${fault.durationMs} ms`);
+    if (fault.kind === 'scheduler_kill' || fault.kind === 'worker_kill') {
+      await managed.kill();
+      await this.waitUntil(this.deps.clock.nowMs() + fault.durationMs);
+      await this.restart(managed);
+    } else {
+      managed.pause();
+      await this.waitUntil(this.deps.clock.nowMs() + fault.durationMs);
+      managed.resume();
+    }
+    recorder.record({ type: 'fault_end', faultId: fault.faultId });
+    this.applied.push({ ...fault, target });
+  }
+
+  private async resolveTarget(fault: PlannedFault): Promise<string | null> {
+    const { supervisor, schedulers } = this.deps;
+    const isRunning = (name: string): boolean => supervisor.get(name).state === 'running';
+    if (fault.target !== 'busy-owner') return isRunning(fault.target) ? fault.target : null;
+    const running = schedulers.filter(isRunning);
+    const owner = await this.deps.busiestOwner(running);
+    return owner ?? running[0] ?? null;
+  }
+
+  /** Starts a killed process again; a start can fail while the database restarts, so it is tried again. */
+  async restart(managed: ManagedProcess): Promise<void> {
+    for (let tryNumber = 1; ; tryNumber++) {
+      try {
+        await managed.start();
+        return;
+      } catch (error) {
+        if (tryNumber >= restartTriesMax) {
+          throw new Error(`${managed.spec.name} did not restart after ${tryNumber} tries`, { cause: error });
+        }
+        this.deps.log(`restart of ${managed.spec.name} failed (${(error as Error).message}); trying again`);
+        await managed.kill();
+        await this.waitUntil(this.deps.clock.nowMs() + 1_000);
+      }
+    }
+  }
+}

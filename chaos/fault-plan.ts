@@ -1,0 +1,104 @@
+/**
+ * The faults of a chaos run, drawn from its seed before the run starts (TESTING.md "Faults"):
+ * kill -9 and restart of a scheduler (half the time the owner of a busy shard, resolved when
+ * the fault fires), SIGSTOP of a scheduler for 1.5–5 × the shard lease TTL, kill -9 and SIGSTOP
+ * (past its lease) of a worker, and a PostgreSQL restart. Pure: the same seed plans the same
+ * faults.
+ *
+ * Faults overlap, but never so much that the cluster cannot make progress: at most one
+ * scheduler and half the workers are faulted at once, and one database restart at a time.
+ */
+import type { FaultKind } from './history.js';
+import type { Prng } from './prng.js';
+
+export interface PlannedFault {
+  faultId: string;
+  kind: FaultKind;
+  /** Offset from the start of the fault phase. */
+  startOffsetMs: number;
+  /** How long the process stays killed or stopped; 0 for a database restart. */
+  durationMs: number;
+  /** A process name, `busy-owner` (the scheduler owning the busiest shards), or `postgres`. */
+  target: string;
+}
+
+export interface FaultPlanOptions {
+  faultPhaseMs: number;
+  schedulers: readonly string[];
+  workers: readonly string[];
+  shardLeaseTtlMs: number;
+  workerLeaseMs: number;
+  /** Whether the database can be restarted (a private cluster); otherwise that fault is left out. */
+  postgresRestart: boolean;
+  gapMsMin?: number;
+  gapMsMax?: number;
+}
+
+const faultWeights: readonly (readonly [FaultKind, number])[] = [
+  ['scheduler_kill', 3],
+  ['scheduler_stop', 3],
+  ['worker_kill', 2],
+  ['worker_stop', 2],
+  ['postgres_restart', 1],
+];
+
+/** How long a process needs after its fault ends before it counts as settled for the next fault. */
+const restartAllowanceMs = 1_500;
+
+export function planFaults(prng: Prng, options: FaultPlanOptions): PlannedFault[] {
+  const gapMsMin = options.gapMsMin ?? 2_000;
+  const gapMsMax = options.gapMsMax ?? 5_000;
+  const busyUntilMs = new Map<string, number>();
+  const faults: PlannedFault[] = [];
+  const weights = faultWeights.filter(([kind]) => kind !== 'postgres_restart' || options.postgresRestart);
+  // The first fault waits one lease TTL so every node has taken its shards.
+  let offsetMs = options.shardLeaseTtlMs + prng.between(gapMsMin, gapMsMax);
+  while (offsetMs < options.faultPhaseMs) {
+    const kind = prng.weighted(weights);
+    const fault = planOne(prng, kind, offsetMs, options, busyUntilMs, faults.length + 1);
+    if (fault !== null) {
+      faults.push(fault);
+      const busyKey = busyKeyOf(fault.kind, fault.target);
+      busyUntilMs.set(busyKey, offsetMs + fault.durationMs + restartAllowanceMs);
+      if (fault.target !== busyKey) busyUntilMs.set(fault.target, offsetMs + fault.durationMs + restartAllowanceMs);
+    }
+    offsetMs += prng.between(gapMsMin, gapMsMax);
+  }
+  return faults;
+}
+
+/** Schedulers share one slot (at most one faulted at a time); each worker and the database have their own. */
+function busyKeyOf(kind: FaultKind, target: string): string {
+  return kind === 'scheduler_kill' || kind === 'scheduler_stop' ? 'schedulers' : target;
+}
+
+function planOne(prng: Prng, kind: FaultKind, offsetMs: number, options: FaultPlanOptions,
+  busyUntilMs: Map<string, number>, sequence: number): PlannedFault | null {
+  const free = (key: string): boolean => (busyUntilMs.get(key) ?? -Infinity) <= offsetMs;
+  const faultId = `f${sequence}`;
+  const ttlMs = options.shardLeaseTtlMs;
+  switch (kind) {
+    case 'scheduler_kill':
+    case 'scheduler_stop': {
+      if (!free('schedulers') || options.schedulers.length < 2) return null;
+      const target = prng.chance(0.5) ? 'busy-owner' : prng.pick(options.schedulers);
+      const durationMs = kind === 'scheduler_kill' ? prng.between(0.25, 1.5) * ttlMs : prng.between(1.5, 5) * ttlMs;
+      return { faultId, kind, startOffsetMs: offsetMs, durationMs: Math.round(durationMs), target };
+    }
+    case 'worker_kill':
+    case 'worker_stop': {
+      const faulted = options.workers.filter((worker) => !free(worker)).length;
+      const candidates = options.workers.filter(free);
+      if (candidates.length === 0 || (faulted + 1) * 2 > options.workers.length) return null;
+      const target = prng.pick(candidates);
+      // A stopped worker sleeps past its lease, so its late completion must be refused.
+      const durationMs = kind === 'worker_kill' ? prng.between(500, 3_000) : prng.between(1.3, 2.5) * options.workerLeaseMs;
+      return { faultId, kind, startOffsetMs: offsetMs, durationMs: Math.round(durationMs), target };
+    }
+    case 'postgres_restart':
+      if (!free('postgres')) return null;
+      return { faultId, kind, startOffsetMs: offsetMs, durationMs: 0, target: 'postgres' };
+    case 'api_kill':
+      return null;
+  }
+}

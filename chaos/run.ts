@@ -1,0 +1,246 @@
+/**
+ * The chaos test (issue 4): real processes on PostgreSQL — 3 scheduler nodes, 2 API nodes, 4
+ * workers — a seeded workload, faults every few seconds drawn from the same seed, then heal,
+ * drain, dump the ledger and run the history checker. Exits 0 only when the history is valid
+ * and every node behaved (no exit of its own, a clean stop on SIGTERM); 1 on a violation; 2
+ * when the harness itself failed. History, report and every process's log land in the
+ * artifacts directory.
+ *
+ * Usage: npm run chaos -- --seconds 120 --seed N [--pg-url postgres://...] [--artifacts DIR]
+ *        [--keep-db] [--port-base 17000] [--lag-bound-ms 1000] [--no-faults]
+ */
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { SystemClock } from '../src/clock.js';
+import type { TimingConfig } from '../src/limits.js';
+import { TicklerClient } from '../src/worker/client.js';
+import { addClusterProcesses, busiestOwner, sampleCounters, shardsOf } from './cluster.js';
+import { prepareDatabase } from './database.js';
+import { describeError, WorkloadDriver } from './driver.js';
+import { FaultInjector } from './fault-injector.js';
+import { planFaults } from './fault-plan.js';
+import { checkHistory } from './history-checker.js';
+import { mergeHistories, parseHistory } from './history.js';
+import { dumpLedger } from './ledger-dump.js';
+import { Prng } from './prng.js';
+import { HistoryRecorder } from './recorder.js';
+import { formatReport } from './report.js';
+import { expandSchedule } from './schedule-expander.js';
+import { Supervisor } from './supervisor.js';
+import { planWorkload, workloadDefaults } from './workload.js';
+
+/** TESTING.md "Faults": shard lease 2 s; the worker lease is API.md's minimum, 5 s. */
+export const chaosTiming: TimingConfig = {
+  shardLeaseTtlMs: 2_000,
+  shardLeaseRenewIntervalMs: 600,
+  shardLeaseSafetyMarginMs: 500,
+  loadHorizonMs: 60_000,
+  loadRefreshIntervalMs: 5_000,
+  reconcileIntervalMs: 5_000,
+  leaseSweepIntervalMs: 250,
+};
+const workerLeaseS = 5;
+/** Inside a fault window a fire may be late by one lease TTL plus 2 s of loading (issue 4). */
+const faultLagBoundMs = chaosTiming.shardLeaseTtlMs + 2_000;
+const drainMsMax = 60_000;
+const nodeStopTimeoutMs = 10_000;
+
+interface RunArguments {
+  seconds: number;
+  seed: number;
+  pgUrl: string | undefined;
+  artifactsDir: string;
+  keepDb: boolean;
+  portBase: number;
+  lagBoundMs: number;
+  /** A baseline run: the same workload, no faults. */
+  noFaults: boolean;
+}
+
+function parseArguments(argv: string[]): RunArguments {
+  const { values } = parseArgs({ args: argv, options: {
+    seconds: { type: 'string', default: '120' }, seed: { type: 'string', default: '1' }, 'pg-url': { type: 'string' },
+    artifacts: { type: 'string' }, 'keep-db': { type: 'boolean', default: false },
+    'port-base': { type: 'string', default: '17000' }, 'lag-bound-ms': { type: 'string', default: '1000' },
+    'no-faults': { type: 'boolean', default: false },
+  } });
+  const integer = (text: string, name: string): number => {
+    const value = Number(text);
+    if (!Number.isSafeInteger(value) || value < 0) throw new Error(`--${name} must be a non-negative integer`);
+    return value;
+  };
+  const seed = integer(values.seed, 'seed');
+  return {
+    seconds: integer(values.seconds, 'seconds'), seed, pgUrl: values['pg-url'],
+    artifactsDir: resolve(values.artifacts ?? `artifacts/chaos-${seed}`), keepDb: values['keep-db'],
+    portBase: integer(values['port-base'], 'port-base'), lagBoundMs: integer(values['lag-bound-ms'], 'lag-bound-ms'),
+    noFaults: values['no-faults'],
+  };
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolveDelay) => setTimeout(resolveDelay, ms));
+}
+
+async function main(): Promise<number> {
+  const args = parseArguments(process.argv.slice(2));
+  const clock = new SystemClock();
+  const startedAtMs = clock.nowMs();
+  rmSync(args.artifactsDir, { recursive: true, force: true });
+  mkdirSync(args.artifactsDir, { recursive: true });
+  const log = (message: string): void => {
+    const line = `[chaos +${((clock.nowMs() - startedAtMs) / 1_000).toFixed(1)}s] ${message}`;
+    process.stdout.write(`${line}\n`);
+    appendFileSync(join(args.artifactsDir, 'harness.log'), `${line}\n`);
+  };
+  const recorder = new HistoryRecorder(join(args.artifactsDir, 'harness.jsonl'), () => clock.nowMs());
+  const runTag = `chaos${args.seed}-${startedAtMs.toString(36)}`;
+  const database = await prepareDatabase({ name: runTag.replace(/-/g, '_'), serverUrl: args.pgUrl, log });
+  log(`database ${database.url}${database.note === null ? '' : ` (${database.note})`}`);
+  const supervisor = new Supervisor((exit) => {
+    log(`${exit.name} (incarnation ${exit.incarnation}) exited on its own: code ${exit.code}, signal ${exit.signal}`);
+    recorder.record({ type: 'phase', phase: `unexpected_exit:${exit.name}` });
+  });
+  const repoDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+  const layout = addClusterProcesses(supervisor, { storeUrl: database.url, portBase: args.portBase,
+    artifactsDir: args.artifactsDir, timing: chaosTiming, workerLeaseS, schedulerCount: 3, apiCount: 2, workerCount: 4,
+    repoDir });
+  try {
+    return await runPhases(args, { clock, log, recorder, supervisor, layout, database, runTag });
+  } finally {
+    const stubborn = await supervisor.terminateAll(nodeStopTimeoutMs);
+    if (stubborn.length > 0) log(`killed after ${nodeStopTimeoutMs} ms without exiting: ${stubborn.join(', ')}`);
+    recorder.close();
+    if (args.keepDb) log(`database kept: ${database.url}`);
+    else await database.drop().catch((error: unknown) => log(`could not drop the database: ${describeError(error)}`));
+  }
+}
+
+type Context = {
+  clock: SystemClock;
+  log: (message: string) => void;
+  recorder: HistoryRecorder;
+  supervisor: Supervisor;
+  layout: ReturnType<typeof addClusterProcesses>;
+  database: Awaited<ReturnType<typeof prepareDatabase>>;
+  runTag: string;
+};
+
+async function runPhases(args: RunArguments, context: Context): Promise<number> {
+  const { clock, log, recorder, supervisor, layout, database } = context;
+  log(`starting ${layout.schedulers.length} schedulers, ${layout.apis.length} API nodes, ${layout.workers.length} workers`);
+  await Promise.all(layout.schedulers.map((name) => supervisor.get(name).start()));
+  await Promise.all(layout.apis.map((name) => supervisor.get(name).start()));
+  await Promise.all(layout.workers.map((name) => supervisor.get(name).start()));
+  // Shards are taken within a lease TTL of the nodes starting.
+  await delay(chaosTiming.shardLeaseTtlMs);
+
+  const prng = new Prng(args.seed);
+  const faultPhaseMs = args.seconds * 1_000;
+  const workload = planWorkload(prng.fork('workload'), { ...workloadDefaults, faultPhaseMs });
+  const faults = args.noFaults ? [] : planFaults(prng.fork('faults'), { faultPhaseMs, schedulers: layout.schedulers, workers: layout.workers,
+    shardLeaseTtlMs: chaosTiming.shardLeaseTtlMs, workerLeaseMs: workerLeaseS * 1_000,
+    postgresRestart: database.restart !== null });
+  writeFileSync(join(args.artifactsDir, 'plan.json'), JSON.stringify({ seed: args.seed, workload, faults }, null, 1));
+  log(`plan: ${workload.creates.length} creates, ${workload.controls.length} cancels/pauses, ${faults.length} faults`);
+
+  const apiUrls = layout.apis.map((name) => layout.urls.get(name) as string);
+  const driver = new WorkloadDriver({ apiUrls, recorder, clock, runTag: context.runTag });
+  const injector = new FaultInjector({ supervisor, database, recorder, clock, schedulers: layout.schedulers, log,
+    busiestOwner: (running) => busiestOwner(database.url, shardsOf(driver.jobIds.values()), running) });
+  const phaseStartMs = clock.nowMs() + 200;
+  recorder.record({ type: 'phase', phase: 'faults' });
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      await sampleCounters(supervisor, layout, recorder);
+      await delay(1_000);
+    }
+  })();
+  await Promise.all([driver.play(workload, phaseStartMs), injector.play(faults, phaseStartMs)]);
+
+  recorder.record({ type: 'phase', phase: 'heal' });
+  await heal(supervisor, injector, log);
+  const unresolved = await driver.resolveUnknownCreates(5);
+  if (unresolved > 0) log(`${unresolved} creates stayed unknown after heal`);
+  const healedAtMs = clock.nowMs();
+  const expectUntilMs = Math.max(healedAtMs, phaseStartMs + workload.lastDueOffsetMs) + 1_000;
+  recorder.record({ type: 'phase', phase: 'drain' });
+  await drain(new TicklerClient({ baseUrl: apiUrls[0] as string }), clock, expectUntilMs, log);
+
+  // Workers stop first, so that the ledger dump sees every lease a worker recorded.
+  await Promise.all(layout.workers.map((name) => supervisor.get(name).terminate(nodeStopTimeoutMs)));
+  sampling = false;
+  await sampler;
+  await sampleCounters(supervisor, layout, recorder);
+  const drainEndMs = clock.nowMs();
+  recorder.record({ type: 'phase', phase: 'ledger' });
+  const dumped = await dumpLedger(new TicklerClient({ baseUrl: apiUrls[0] as string }), recorder, driver.jobIds.values());
+  log(`ledger: ${dumped.runs} runs, ${dumped.jobs} jobs; faults applied ${injector.applied.length}, `
+    + `skipped ${injector.skipped.length}`);
+  const stubborn = await supervisor.terminateAll(nodeStopTimeoutMs);
+
+  const history = mergeHistories(readdirSync(args.artifactsDir).filter((name) => name.endsWith('.jsonl'))
+    .map((name) => parseHistory(readFileSync(join(args.artifactsDir, name), 'utf8'))));
+  writeFileSync(join(args.artifactsDir, 'history.jsonl'), history.map((event) => JSON.stringify(event)).join('\n'));
+  const report = checkHistory(history, { lagBoundMs: args.lagBoundMs, faultLagBoundMs, expectUntilMs, drainEndMs,
+    expandSchedule, requireStaleRejected: !args.noFaults });
+  writeFileSync(join(args.artifactsDir, 'report.json'), JSON.stringify(report, null, 1));
+  process.stdout.write(`${formatReport(report)}\n`);
+  const nodeFindings = [
+    ...supervisor.unexpectedExits.map((exit) => `${exit.name} exited on its own (code ${exit.code}, signal ${exit.signal})`),
+    ...stubborn.map((name) => `${name} did not stop within ${nodeStopTimeoutMs} ms of SIGTERM`),
+  ];
+  for (const finding of nodeFindings) log(`node finding: ${finding}`);
+  if (database.note !== null) log(`note: ${database.note}`);
+  log(`artifacts in ${args.artifactsDir}`);
+  return report.valid && nodeFindings.length === 0 ? 0 : 1;
+}
+
+/** Brings every process back: stopped ones continued, dead ones restarted. */
+async function heal(supervisor: Supervisor, injector: FaultInjector, log: (message: string) => void): Promise<void> {
+  for (const managed of supervisor.processes.values()) {
+    if (managed.state === 'stopped') managed.resume();
+    if (managed.state === 'down') {
+      log(`heal: restarting ${managed.spec.name}`);
+      await injector.restart(managed);
+    }
+  }
+}
+
+/**
+ * Waits until every run due by `expectUntilMs` has settled (none ready, running or waiting
+ * for a retry), at least one fault bound past it and at most `drainMsMax`.
+ */
+async function drain(client: TicklerClient, clock: SystemClock, expectUntilMs: number,
+  log: (message: string) => void): Promise<void> {
+  const earliestMs = expectUntilMs + faultLagBoundMs + 2_000;
+  const latestMs = expectUntilMs + drainMsMax;
+  const until = new Date(expectUntilMs).toISOString();
+  for (;;) {
+    const nowMs = clock.nowMs();
+    if (nowMs >= latestMs) {
+      log('drain: still unsettled runs at the drain limit');
+      return;
+    }
+    if (nowMs >= earliestMs) {
+      try {
+        const pages = await Promise.all((['ready', 'running', 'retry_wait'] as const).map((status) =>
+          client.listRuns({ status, until, limit: 1 })));
+        if (pages.every((page) => page.items.length === 0)) return;
+      } catch (error) {
+        log(`drain: cannot list runs (${describeError(error)}); waiting`);
+      }
+    }
+    await delay(500);
+  }
+}
+
+main().then((code) => {
+  process.exit(code);
+}, (error: unknown) => {
+  process.stderr.write(`chaos harness failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.exit(2);
+});

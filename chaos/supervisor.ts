@@ -1,0 +1,223 @@
+/**
+ * Supervises the real processes of a chaos run: starts each with its output appended to a log
+ * file, waits until it is ready, and applies faults to it — SIGKILL, SIGSTOP and SIGCONT —
+ * and restarts it. Each start is a new incarnation (its counters start again at zero). An exit
+ * the supervisor did not cause is remembered: a node that dies of a database restart is a
+ * finding, not noise.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
+
+export interface ProcessSpec {
+  name: string;
+  command: string;
+  args: readonly string[];
+  env?: Readonly<Record<string, string>>;
+  cwd?: string;
+  logPath: string;
+  /** Ready once this URL answers 200. */
+  readyUrl?: string;
+  /** Or once this text appears in the log written since the start. */
+  readyLogText?: string;
+  readyTimeoutMs?: number;
+}
+
+export type ProcessState = 'down' | 'running' | 'stopped';
+
+export interface UnexpectedExit {
+  name: string;
+  incarnation: number;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+const readyPollIntervalMs = 100;
+const readyTimeoutMsDefault = 30_000;
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+export class ManagedProcess {
+  readonly spec: ProcessSpec;
+  incarnation = 0;
+  private child: ChildProcess | null = null;
+  private exited: Promise<void> = Promise.resolve();
+  private expectingExit = false;
+  private stateValue: ProcessState = 'down';
+  private readonly onUnexpectedExit: (exit: UnexpectedExit) => void;
+
+  constructor(spec: ProcessSpec, onUnexpectedExit: (exit: UnexpectedExit) => void) {
+    this.spec = spec;
+    this.onUnexpectedExit = onUnexpectedExit;
+  }
+
+  get state(): ProcessState {
+    return this.stateValue;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  async start(): Promise<void> {
+    if (this.stateValue !== 'down') throw new Error(`${this.spec.name} is ${this.stateValue}; cannot start it`);
+    const logOffset = fileSize(this.spec.logPath);
+    const logFd = openSync(this.spec.logPath, 'a');
+    this.incarnation += 1;
+    const incarnation = this.incarnation;
+    let child: ChildProcess;
+    try {
+      child = spawn(this.spec.command, [...this.spec.args], {
+        cwd: this.spec.cwd, env: { ...process.env, ...this.spec.env }, stdio: ['ignore', logFd, logFd],
+      });
+    } finally {
+      closeSync(logFd);
+    }
+    this.child = child;
+    this.expectingExit = false;
+    this.stateValue = 'running';
+    this.exited = new Promise((resolve) => {
+      child.once('exit', (code, signal) => {
+        if (this.child === child) {
+          this.child = null;
+          this.stateValue = 'down';
+        }
+        if (!this.expectingExit) this.onUnexpectedExit({ name: this.spec.name, incarnation, code, signal });
+        resolve();
+      });
+    });
+    let spawnError: Error | undefined;
+    child.once('error', (error) => {
+      spawnError = error;
+    });
+    await this.waitReady(logOffset, child, () => spawnError);
+  }
+
+  private async waitReady(logOffset: number, child: ChildProcess, spawnError: () => Error | undefined): Promise<void> {
+    const deadlineMs = performance.now() + (this.spec.readyTimeoutMs ?? readyTimeoutMsDefault);
+    while (performance.now() < deadlineMs) {
+      const error = spawnError();
+      if (error !== undefined) throw new Error(`${this.spec.name} could not be started`, { cause: error });
+      if (this.child !== child) throw new Error(`${this.spec.name} exited before it was ready; see ${this.spec.logPath}`);
+      if (await this.isReady(logOffset)) return;
+      await delay(readyPollIntervalMs);
+    }
+    throw new Error(`${this.spec.name} was not ready within ${this.spec.readyTimeoutMs ?? readyTimeoutMsDefault} ms; `
+      + `see ${this.spec.logPath}`);
+  }
+
+  private async isReady(logOffset: number): Promise<boolean> {
+    if (this.spec.readyUrl !== undefined) {
+      try {
+        const response = await fetch(this.spec.readyUrl, { signal: AbortSignal.timeout(1_000) });
+        await response.arrayBuffer();
+        return response.ok;
+      } catch {
+        return false; // not listening yet: the loop asks again
+      }
+    }
+    if (this.spec.readyLogText !== undefined) return readFrom(this.spec.logPath, logOffset).includes(this.spec.readyLogText);
+    return true;
+  }
+
+  /** SIGKILL, and wait for the exit. */
+  async kill(): Promise<void> {
+    if (this.child === null) return;
+    this.expectingExit = true;
+    this.child.kill('SIGKILL');
+    await this.exited;
+  }
+
+  /** SIGSTOP: the process keeps its sockets and leases but runs no code. */
+  pause(): void {
+    if (this.child === null || this.stateValue !== 'running') throw new Error(`${this.spec.name} is not running`);
+    this.child.kill('SIGSTOP');
+    this.stateValue = 'stopped';
+  }
+
+  resume(): void {
+    if (this.child === null || this.stateValue !== 'stopped') return;
+    this.child.kill('SIGCONT');
+    this.stateValue = 'running';
+  }
+
+  /** SIGTERM (after SIGCONT if stopped), SIGKILL if it has not exited within `timeoutMs`. */
+  async terminate(timeoutMs: number): Promise<{ graceful: boolean }> {
+    const child = this.child;
+    if (child === null) return { graceful: true };
+    this.expectingExit = true;
+    if (this.stateValue === 'stopped') this.resume();
+    child.kill('SIGTERM');
+    const graceful = await Promise.race([this.exited.then(() => true), delay(timeoutMs).then(() => false)]);
+    if (!graceful) await this.kill();
+    return { graceful };
+  }
+
+  /** Synchronous last resort when the harness itself is exiting. */
+  killNow(): void {
+    if (this.child === null) return;
+    this.expectingExit = true;
+    this.child.kill('SIGKILL');
+  }
+}
+
+export class Supervisor {
+  readonly processes = new Map<string, ManagedProcess>();
+  readonly unexpectedExits: UnexpectedExit[] = [];
+  private readonly onUnexpectedExit: (exit: UnexpectedExit) => void;
+
+  constructor(onUnexpectedExit: (exit: UnexpectedExit) => void = () => undefined) {
+    this.onUnexpectedExit = onUnexpectedExit;
+    // A harness that dies must not leave nodes running against the database.
+    process.once('exit', () => this.killAllNow());
+  }
+
+  add(spec: ProcessSpec): ManagedProcess {
+    if (this.processes.has(spec.name)) throw new Error(`process ${spec.name} is already supervised`);
+    const managed = new ManagedProcess(spec, (exit) => {
+      this.unexpectedExits.push(exit);
+      this.onUnexpectedExit(exit);
+    });
+    this.processes.set(spec.name, managed);
+    return managed;
+  }
+
+  get(name: string): ManagedProcess {
+    const managed = this.processes.get(name);
+    if (managed === undefined) throw new Error(`no process named ${name}`);
+    return managed;
+  }
+
+  async terminateAll(timeoutMs: number): Promise<string[]> {
+    const results = await Promise.all([...this.processes.values()].map(async (managed) =>
+      ({ name: managed.spec.name, ...(await managed.terminate(timeoutMs)) })));
+    return results.filter((result) => !result.graceful).map((result) => result.name);
+  }
+
+  killAllNow(): void {
+    for (const managed of this.processes.values()) managed.killNow();
+  }
+}
+
+function fileSize(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+    throw error;
+  }
+}
+
+function readFrom(path: string, offset: number): string {
+  const size = fileSize(path);
+  if (size <= offset) return '';
+  const fd = openSync(path, 'r');
+  try {
+    const buffer = Buffer.alloc(size - offset);
+    readSync(fd, buffer, 0, buffer.length, offset);
+    return buffer.toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
