@@ -15,6 +15,11 @@ import type { LoadedTimer } from '../store.js';
 export const connectTimeoutMs = 2_000;
 /** No statement of the store should run this long; one that does is treated as an outage. */
 export const statementTimeoutMs = 15_000;
+/**
+ * The client gives up on a reply after this long: the backstop for a server that is
+ * frozen or cut off without a reset, where the server-side statement_timeout cannot act.
+ */
+export const queryTimeoutMs = statementTimeoutMs + 5_000;
 /** A session idle inside a transaction this long is killed by the server (a crashed node). */
 export const idleInTransactionTimeoutMs = 30_000;
 export const poolSizeDefault = 10;
@@ -65,6 +70,7 @@ export function connectionConfig(url: string, schema: string): pg.ClientConfig {
     connectionString: withDefaultUser(url),
     connectionTimeoutMillis: connectTimeoutMs,
     statement_timeout: statementTimeoutMs,
+    query_timeout: queryTimeoutMs,
     idle_in_transaction_session_timeout: idleInTransactionTimeoutMs,
     keepAlive: true,
     options: `-c search_path=${quoteIdentifier(schema)}`,
@@ -82,8 +88,13 @@ export function createPool(options: PoolOptions): pg.Pool {
   return pool;
 }
 
-/** SQLSTATE classes and codes that mean "the database is not there right now". */
-const unavailableSqlStates = new Set(['57P01', '57P02', '57P03', '53300', '57014', '55P03']);
+/**
+ * SQLSTATE codes that mean "the database cannot serve this right now; try again": shutdown
+ * and restarts, too many connections, a statement or lock timeout, and the deadlock and
+ * serialization failures PostgreSQL resolves by aborting one side (none is expected, as lock
+ * orders are fixed, but one must answer 503 rather than 500).
+ */
+const unavailableSqlStates = new Set(['57P01', '57P02', '57P03', '53300', '57014', '55P03', '40P01', '40001']);
 const unavailableNodeCodes = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',
 ]);
@@ -93,6 +104,7 @@ const unavailableMessages = [
   'connection error',
   'not queryable',
   'Cannot use a pool after calling end',
+  'Query read timeout',
 ];
 
 export function isUnavailableError(error: unknown): boolean {

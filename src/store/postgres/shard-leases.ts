@@ -4,6 +4,9 @@
  * in real time (so nodes with skewed clocks still agree on who owns what). A released lease
  * keeps its row and token with no holder: the token stays the highest granted, so a zombie's
  * write with an older token is still rejected at the sink (invariant 2).
+ *
+ * Every statement locks its rows in shard order, so acquires, renewals, releases and the
+ * dispatch's FOR SHARE (also in shard order) cannot deadlock each other.
  */
 import type { ShardLease } from '../store.js';
 import { query, type StoreContext } from './context.js';
@@ -44,9 +47,12 @@ export async function renewShardLeases(context: StoreContext, nodeId: string, le
   nowMs: number): Promise<ShardLease[]> {
   if (leases.length === 0) return [];
   const result = await query<LeaseRow>(context, 'renewShardLeases',
-    `UPDATE shard_leases AS l SET expires_at = ${nowSql} + $4
-       FROM unnest($5::int[], $6::bigint[]) AS h(shard, token)
-      WHERE l.shard = h.shard AND l.token = h.token AND l.node_id = $3
+    `WITH held AS (
+       SELECT l.shard FROM shard_leases l JOIN unnest($5::int[], $6::bigint[]) AS h(shard, token)
+           ON l.shard = h.shard AND l.token = h.token
+        WHERE l.node_id = $3 ORDER BY l.shard FOR UPDATE OF l
+     )
+     UPDATE shard_leases AS l SET expires_at = ${nowSql} + $4 FROM held WHERE l.shard = held.shard
      RETURNING l.shard, l.node_id, l.token::text AS token, l.expires_at`,
     [context.useDatabaseClock, nowMs, nodeId, ttlMs, leases.map((lease) => lease.shard),
       leases.map((lease) => lease.token)]);
@@ -56,9 +62,12 @@ export async function renewShardLeases(context: StoreContext, nodeId: string, le
 export async function releaseShardLeases(context: StoreContext, nodeId: string, leases: readonly ShardLease[]): Promise<void> {
   if (leases.length === 0) return;
   await query(context, 'releaseShardLeases',
-    `UPDATE shard_leases AS l SET node_id = NULL, expires_at = 0
-       FROM unnest($2::int[], $3::bigint[]) AS h(shard, token)
-      WHERE l.shard = h.shard AND l.token = h.token AND l.node_id = $1`,
+    `WITH held AS (
+       SELECT l.shard FROM shard_leases l JOIN unnest($2::int[], $3::bigint[]) AS h(shard, token)
+           ON l.shard = h.shard AND l.token = h.token
+        WHERE l.node_id = $1 ORDER BY l.shard FOR UPDATE OF l
+     )
+     UPDATE shard_leases AS l SET node_id = NULL, expires_at = 0 FROM held WHERE l.shard = held.shard`,
     [nodeId, leases.map((lease) => lease.shard), leases.map((lease) => lease.token)]);
 }
 
