@@ -1,7 +1,20 @@
 /** The benchmarks `npm run bench` knows, in the order a full run takes them. */
 import { createBenchmark } from './bench-create.js';
+import { cronHerdRealBenchmark, cronHerdVirtualBenchmark } from './bench-cron-herd.js';
+import { herdBenchmark } from './bench-herd.js';
+import { idleBenchmark } from './bench-idle.js';
+import { memoryBenchmark } from './bench-memory.js';
+import { precisionBenchmark } from './bench-precision.js';
+import { restartBenchmark } from './bench-restart.js';
 import type { Benchmark } from './context.js';
 
 export const benchmarks: Benchmark[] = [
   createBenchmark,
+  precisionBenchmark,
+  herdBenchmark,
+  idleBenchmark,
+  memoryBenchmark,
+  restartBenchmark,
+  cronHerdVirtualBenchmark,
+  cronHerdRealBenchmark,
 ];

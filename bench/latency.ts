@@ -5,6 +5,7 @@
  * rather than a fast dispatch.
  */
 import * as hdr from 'hdr-histogram-js';
+import type { Figure } from './report.js';
 
 export interface LatencySummary {
   count: number;
@@ -60,4 +61,16 @@ export function summarise(latenciesMs: Iterable<number>): LatencySummary {
   const recorder = new LatencyRecorder();
   for (const latencyMs of latenciesMs) recorder.record(latencyMs);
   return recorder.summary();
+}
+
+/** p50, p99 and max of a summary as figures; targets apply to p99 and max where given. */
+export function latencyFigures(label: string, summary: LatencySummary,
+  targets: { p99Ms?: number; maxMs?: number } = {}): Figure[] {
+  return [
+    { label: `${label} p50`, value: summary.p50Ms, unit: 'ms' },
+    { label: `${label} p99`, value: summary.p99Ms, unit: 'ms',
+      ...(targets.p99Ms === undefined ? {} : { target: { comparison: '<=' as const, value: targets.p99Ms } }) },
+    { label: `${label} max`, value: summary.maxMs, unit: 'ms',
+      ...(targets.maxMs === undefined ? {} : { target: { comparison: '<=' as const, value: targets.maxMs } }) },
+  ];
 }

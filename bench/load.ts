@@ -135,3 +135,19 @@ export function minOf(values: number[]): number | null {
   for (const value of values) if (min === null || value < min) min = value;
   return min;
 }
+
+/**
+ * How far ahead the first timer of a `count`-timer load must be due so that all of it is
+ * created first: measures this server's create rate now (on timers due next week, which do
+ * not disturb the window) and allows half as long again plus a margin. A fixed guess is
+ * wrong on a shared, noisy machine.
+ */
+export async function plannedLeadMs(client: TicklerClient, count: number, quick: boolean): Promise<number> {
+  const calibrationCount = quick ? 100 : 20_000;
+  const nowMs = wallClock.nowMs();
+  const calibration = await createInBatches(client, calibrationCount,
+    (index) => oneShotAt(nextWeekFireAtMs(nowMs, index, calibrationCount), index, `${benchPool}-calibration`));
+  const ratePerS = calibration.created / (calibration.elapsedMs / 1_000);
+  const marginMs = quick ? 1_000 : 5_000;
+  return Math.ceil((count / ratePerS) * 1_500) + marginMs;
+}

@@ -20,7 +20,12 @@ export async function startManagedServer(context: BenchContext, label: string,
     ...options,
     ...(context.cpuProfile ? { cpuProfileDir: context.profileDir(label) } : {}),
   });
-  context.defer(() => server.kill());
+  context.defer(async () => {
+    await server.kill();
+    // The server logs at warn level: anything it wrote is worth seeing beside the figures.
+    const stderr = server.stderrTail();
+    if (stderr.trim() !== '') context.log(`${label}: server stderr (tail):\n${stderr.slice(-2_000)}`);
+  });
   return server;
 }
 

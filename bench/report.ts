@@ -37,6 +37,9 @@ export interface RecordedResult extends BenchResult {
   command: string;
   startedAt: string;
   wallSeconds: number;
+  /** 1-minute load average at the start and the end: other work on this shared machine shows here. */
+  loadAverageAtStart: number;
+  loadAverageAtEnd: number;
   quick: boolean;
   /** Set when the benchmark threw; its figures are then whatever it had before. */
   error: string | null;
@@ -80,7 +83,8 @@ export function machineInfo(nowIso: string): MachineInfo {
 
 export function formatValue(value: number | null, unit: string): string {
   if (value === null) return 'not measured';
-  const digits = Math.abs(value) >= 100 ? 0 : Math.abs(value) >= 10 ? 1 : 2;
+  const magnitude = Math.abs(value);
+  const digits = magnitude >= 100 ? 0 : magnitude >= 10 ? 1 : magnitude >= 1 || magnitude === 0 ? 2 : 3;
   return `${value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: 0 })} ${unit}`;
 }
 
@@ -108,6 +112,7 @@ export function markdownOfResult(result: RecordedResult): string {
     '',
     `- command: \`${result.command}\``,
     `- started: ${result.startedAt}, wall time ${result.wallSeconds.toFixed(1)} s${result.quick ? ' (quick mode: targets not judged)' : ''}`,
+    `- 1-minute load average: ${result.loadAverageAtStart.toFixed(2)} at the start, ${result.loadAverageAtEnd.toFixed(2)} at the end`,
     `- parameters: ${Object.entries(result.parameters).map(([key, value]) => `${key}=${value}`).join(', ')}`,
     '',
     '| figure | measured | target | verdict |',

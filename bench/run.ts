@@ -11,7 +11,7 @@
  *   --list              print the benchmark names and exit
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { benchmarks } from './benchmarks.js';
@@ -86,18 +86,22 @@ async function runOne(benchmark: Benchmark, options: RunOptions, runStamp: strin
     },
   };
   const startedAt = isoOf(wallClock.nowMs());
+  const loadAverageAtStart = loadavg()[0]!;
   const startedMs = performance.now();
   log(`${benchmark.name}: starting`);
   let recorded: RecordedResult;
   try {
     const result = await benchmark.run(context);
-    recorded = { ...result, command: commandOf(benchmark.name, options), startedAt, wallSeconds: 0, quick: options.quick, error: null };
+    recorded = {
+      ...result, command: commandOf(benchmark.name, options), startedAt, wallSeconds: 0,
+      loadAverageAtStart, loadAverageAtEnd: 0, quick: options.quick, error: null,
+    };
   } catch (error) {
     log(`${benchmark.name}: failed: ${(error as Error).stack ?? String(error)}`);
     recorded = {
       name: benchmark.name, title: benchmark.title, parameters: {}, figures: [], notes: [],
-      command: commandOf(benchmark.name, options), startedAt, wallSeconds: 0, quick: options.quick,
-      error: (error as Error).message,
+      command: commandOf(benchmark.name, options), startedAt, wallSeconds: 0,
+      loadAverageAtStart, loadAverageAtEnd: 0, quick: options.quick, error: (error as Error).message,
     };
   }
   for (const cleanup of cleanups.reverse()) {
@@ -108,6 +112,7 @@ async function runOne(benchmark: Benchmark, options: RunOptions, runStamp: strin
     }
   }
   recorded.wallSeconds = (performance.now() - startedMs) / 1_000;
+  recorded.loadAverageAtEnd = loadavg()[0]!;
   log(`${benchmark.name}: done in ${recorded.wallSeconds.toFixed(1)} s`);
   return recorded;
 }

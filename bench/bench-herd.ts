@@ -1,0 +1,66 @@
+/**
+ * The one-shot herd (issue 2): `count` timers all due at the same instant. The figure is the
+ * time from that instant until the last of them is dispatched, read from the run ledger
+ * (max dispatched_at − fire_at) and watched from outside on the server's dispatch counter.
+ * No worker is attached: the measurement is the scheduler's, not the workers'.
+ */
+import type { BenchContext, Benchmark } from './context.js';
+import { latencyFigures, summarise } from './latency.js';
+import { createInBatches, isoOf, ledgerLagsMs, oneShotAt, plannedLeadMs, pollUntil, readRuns, sleepUntil, wallClock } from './load.js';
+import { startManagedServer, stopAndProfile } from './profile.js';
+import type { BenchResult } from './report.js';
+import { dispatchedCount } from './server-process.js';
+
+const fullCount = 100_000;
+const quickCount = 200;
+const herdTimeoutMs = 120_000;
+const counterPollIntervalMs = 50;
+
+export const herdBenchmark: Benchmark = {
+  name: 'herd',
+  title: '100,000 one-shot timers due in the same second',
+  run: runHerd,
+};
+
+async function runHerd(context: BenchContext): Promise<BenchResult> {
+  const count = context.quick ? quickCount : fullCount;
+  const notes: string[] = [];
+  const server = await startManagedServer(context, 'herd', { dataDir: context.tempDir('tickler-bench-herd-') });
+  const leadMs = await plannedLeadMs(server.client, count, context.quick);
+  const dueMs = Math.ceil((wallClock.nowMs() + leadMs) / 1_000) * 1_000;
+  context.log(`herd: creating ${count} timers all due at ${isoOf(dueMs)}`);
+  const created = await createInBatches(server.client, count, (index) => oneShotAt(dueMs, index));
+  if (created.failed > 0) notes.push(`${created.failed} creates failed, e.g. ${created.errorSamples[0]}`);
+  if (wallClock.nowMs() > dueMs) notes.push(`the creates ended ${wallClock.nowMs() - dueMs} ms after the herd was due`);
+
+  await sleepUntil(dueMs);
+  // Outside view: the first moment the server's own counter shows every timer dispatched.
+  const allDispatched = await pollUntil(async () => (await dispatchedCount(server)) >= created.created,
+    { intervalMs: counterPollIntervalMs, timeoutMs: herdTimeoutMs });
+  const counterDoneMs = wallClock.nowMs();
+  if (!allDispatched) notes.push(`not all dispatched within ${herdTimeoutMs} ms of the due time`);
+
+  const runs = await readRuns(server.client, dueMs, dueMs + 1);
+  const ledger = ledgerLagsMs(runs);
+  const summary = summarise(ledger.lagsMs);
+  if (summary.earlyCount > 0) notes.push(`EARLY: ${summary.earlyCount} runs dispatched before fire_at`);
+  notes.push(...await stopAndProfile(context, 'herd', server));
+  const ledgerAllDispatchedS = summary.maxMs === null ? null : summary.maxMs / 1_000;
+  return {
+    name: herdBenchmark.name,
+    title: herdBenchmark.title,
+    parameters: { timers: count, createRatePerS: Math.round(created.created / (created.elapsedMs / 1_000)) },
+    figures: [
+      { label: 'runs in the ledger', value: runs.length, unit: 'runs', target: { comparison: '>=', value: count } },
+      { label: 'runs not dispatched', value: ledger.undispatched, unit: 'runs', target: { comparison: '<=', value: 0 } },
+      { label: 'due → all dispatched (ledger: max dispatched_at − fire_at)', value: ledgerAllDispatchedS, unit: 's',
+        target: { comparison: '<=', value: 5 } },
+      { label: 'due → all dispatched (outside: dispatch counter, polled every 50 ms)',
+        value: allDispatched ? (counterDoneMs - dueMs) / 1_000 : null, unit: 's' },
+      ...latencyFigures('fire lag (ledger)', summary),
+      { label: 'dispatch rate during the herd', value: ledgerAllDispatchedS === null || ledgerAllDispatchedS === 0
+        ? null : runs.length / ledgerAllDispatchedS, unit: 'runs/s' },
+    ],
+    notes,
+  };
+}

@@ -1,0 +1,85 @@
+/**
+ * Memory bounded by the load window (issue 2): the server's RSS with 1,000 pending timers due
+ * next week against the same data directory grown to 1,000,000. None of them is within the
+ * 5-minute load horizon, so a scheduler that holds only its window needs no more memory.
+ *
+ * Each size is measured twice: "hot", in the process that just created the timers (its heap
+ * still carries what serving the creates grew), and "fresh", after a SIGTERM and a restart on
+ * the same data (the steady state of a server holding that many pending timers). RSS is read
+ * from /proc; the figure is the largest sample over a few seconds after the load settles.
+ */
+import { setTimeout as delay } from 'node:timers/promises';
+import type { BenchContext, Benchmark } from './context.js';
+import { createInBatches, megabytes, nextWeekFireAtMs, oneShotAt, wallClock } from './load.js';
+import { startManagedServer, stopAndProfile } from './profile.js';
+import type { BenchResult, Figure } from './report.js';
+import type { BenchServer } from './server-process.js';
+
+const fullSizes = { small: 1_000, large: 1_000_000 };
+const quickSizes = { small: 10, large: 1_000 };
+const settleMs = 2_000;
+const sampleCount = 6;
+const sampleIntervalMs = 500;
+const deltaTargetMb = 50;
+
+export const memoryBenchmark: Benchmark = {
+  name: 'memory',
+  title: 'server RSS with 1,000 vs 1,000,000 pending timers due next week',
+  run: runMemory,
+};
+
+/** The largest RSS sample over the sampling window, after letting the process settle. */
+async function settledRssBytes(server: BenchServer, quick: boolean): Promise<number> {
+  await delay(quick ? 200 : settleMs);
+  let maxBytes = 0;
+  for (let sample = 0; sample < (quick ? 2 : sampleCount); sample += 1) {
+    maxBytes = Math.max(maxBytes, server.rssBytes());
+    await delay(quick ? 50 : sampleIntervalMs);
+  }
+  return maxBytes;
+}
+
+async function runMemory(context: BenchContext): Promise<BenchResult> {
+  const sizes = context.quick ? quickSizes : fullSizes;
+  const notes: string[] = [];
+  const dataDir = context.tempDir('tickler-bench-memory-');
+  const nowMs = wallClock.nowMs();
+  const specOf = (index: number) => oneShotAt(nextWeekFireAtMs(nowMs, index, sizes.large), index);
+
+  const measureAt = async (label: string, total: number, alreadyCreated: number):
+    Promise<{ hotBytes: number; freshBytes: number }> => {
+    const server = await startManagedServer(context, `memory-${label}`, { dataDir });
+    context.log(`memory: creating ${total - alreadyCreated} timers (to ${total})`);
+    const created = await createInBatches(server.client, total - alreadyCreated,
+      (index) => specOf(alreadyCreated + index));
+    if (created.failed > 0) notes.push(`${created.failed} creates failed, e.g. ${created.errorSamples[0]}`);
+    const hotBytes = await settledRssBytes(server, context.quick);
+    notes.push(...await stopAndProfile(context, `memory-${label}`, server));
+    const restarted = await startManagedServer(context, `memory-${label}-restarted`, { dataDir });
+    const freshBytes = await settledRssBytes(restarted, context.quick);
+    notes.push(...await stopAndProfile(context, `memory-${label}-restarted`, restarted));
+    return { hotBytes, freshBytes };
+  };
+
+  const small = await measureAt('small', sizes.small, 0);
+  const large = await measureAt('large', sizes.large, sizes.small);
+  const figures: Figure[] = [
+    { label: `RSS, ${sizes.small.toLocaleString('en-US')} pending, fresh process`, value: megabytes(small.freshBytes), unit: 'MB' },
+    { label: `RSS, ${sizes.large.toLocaleString('en-US')} pending, fresh process`, value: megabytes(large.freshBytes), unit: 'MB' },
+    { label: 'RSS growth, fresh processes', value: megabytes(large.freshBytes - small.freshBytes), unit: 'MB',
+      target: { comparison: '<=', value: deltaTargetMb } },
+    { label: `RSS, ${sizes.small.toLocaleString('en-US')} pending, the process that created them`, value: megabytes(small.hotBytes), unit: 'MB' },
+    { label: `RSS, ${sizes.large.toLocaleString('en-US')} pending, the process that created them`, value: megabytes(large.hotBytes), unit: 'MB' },
+    { label: 'RSS growth, creating processes', value: megabytes(large.hotBytes - small.hotBytes), unit: 'MB',
+      target: { comparison: '<=', value: deltaTargetMb } },
+  ];
+  notes.push('RSS is VmRSS from /proc, the largest of several samples taken after the load settled; it includes ' +
+    'the tsx module loader the server runs under (the same at both sizes).');
+  return {
+    name: memoryBenchmark.name,
+    title: memoryBenchmark.title,
+    parameters: { small: sizes.small, large: sizes.large, dueIn: '7 to 8 days' },
+    figures,
+    notes,
+  };
+}
