@@ -1,0 +1,55 @@
+/**
+ * The 60-second chaos run with a fixed seed (issue 4): real scheduler, API and worker
+ * processes on PostgreSQL, faults injected, the history checked. Skipped with a message
+ * where PostgreSQL is not reachable, unless TICKLER_REQUIRE_PG=1 (CI), which fails instead.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { it } from 'node:test';
+import pg from 'pg';
+
+const testPgUrl = process.env['TICKLER_TEST_PG'] ?? 'postgres://127.0.0.1:5432/test';
+const seed = 7;
+const seconds = 60;
+const artifactsDir = join('artifacts', 'chaos-smoke');
+
+async function postgresReachable(): Promise<string | null> {
+  const client = new pg.Client({ connectionString: testPgUrl, connectionTimeoutMillis: 3_000 });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return null;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+const unreachable = await postgresReachable();
+const requirePg = process.env['TICKLER_REQUIRE_PG'] === '1';
+const skip = unreachable !== null && !requirePg
+  ? `PostgreSQL is not reachable at ${testPgUrl} (${unreachable}); set TICKLER_TEST_PG, or TICKLER_REQUIRE_PG=1 to fail`
+  : false;
+
+void it(`a ${seconds}-second chaos run with seed ${seed} keeps the promise`, { skip, timeout: 600_000 }, async () => {
+  assert.equal(unreachable, null, `PostgreSQL is required (TICKLER_REQUIRE_PG=1) but not reachable at ${testPgUrl}`);
+  const child = spawn(process.execPath, ['--import', 'tsx', 'chaos/run.ts', '--seconds', String(seconds), '--seed',
+    String(seed), '--artifacts', artifactsDir, '--port-base', '17400'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    output += chunk.toString('utf8');
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    output += chunk.toString('utf8');
+  });
+  const code = await new Promise<number | null>((resolve) => child.once('exit', (exitCode) => resolve(exitCode)));
+  assert.equal(code, 0, `the chaos run failed; artifacts in ${artifactsDir}\n${output.slice(-6_000)}`);
+  const report = JSON.parse(readFileSync(join(artifactsDir, 'report.json'), 'utf8')) as {
+    valid: boolean; counts: { expected: number; dispatched: number };
+  };
+  assert.equal(report.valid, true);
+  assert.ok(report.counts.expected > 0 && report.counts.dispatched > 0, 'the run did work');
+});
