@@ -8,6 +8,7 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { describe, it } from 'node:test';
 import { isTicklerError } from '../../src/errors.js';
+import { booleanArray, numberArray, textArray } from '../../src/store/postgres/array-literals.js';
 import { openPostgresStore } from '../../src/store/postgres/index.js';
 import { listPartitions, partitionDurationMs } from '../../src/store/postgres/partitions.js';
 import type { LoadedTimer } from '../../src/store/store.js';
@@ -137,6 +138,23 @@ void describe('postgres store', { skip: skip ?? false }, () => {
       }
       assert.ok(BigInt(takeover[0]!.token) > BigInt(lease.token));
       assert.deepEqual(await store.renewShardLeases('node-a', [lease], ttlMs, 0), [], 'the old holder cannot renew');
+    } finally {
+      await handle.cleanup();
+    }
+  });
+
+  void it('round-trips awkward strings, NULLs and numbers through its array literals', async () => {
+    const handle = await openTestStore();
+    try {
+      const texts = ['plain', '', 'NULL', null, 'a,b', '{braces}', 'quote " and \\ backslash', "it's", ' spaced ', 'ünï©ødé 🎉'];
+      const numbers = [0, -1, 1_795_917_600_000, null, Number.MAX_SAFE_INTEGER];
+      const result = await handle.store.pool.query<{ texts: (string | null)[]; numbers: (number | null)[]; flags: boolean[] }>(
+        'SELECT $1::text[] AS texts, $2::bigint[]::text[]::numeric[] AS numbers, $3::bool[] AS flags',
+        [textArray(texts), numberArray(numbers), booleanArray([true, false])]);
+      const row = result.rows[0]!;
+      assert.deepEqual(row.texts, texts);
+      assert.deepEqual(row.numbers.map((value) => (value === null ? null : Number(value))), numbers);
+      assert.deepEqual(row.flags, [true, false]);
     } finally {
       await handle.cleanup();
     }

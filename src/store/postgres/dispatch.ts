@@ -18,6 +18,7 @@ import { decideOverlap, type ActiveRun } from '../../domain/overlap.js';
 import { runIdOf } from '../../domain/identity.js';
 import type { JobSpec, JobState, RunStatus } from '../../domain/types.js';
 import type { DispatchItem, DispatchResult, OccurrenceWrite } from '../store.js';
+import { numberArray, textArray } from './array-literals.js';
 import type { Transaction } from './connection.js';
 import { transaction, type StoreContext } from './context.js';
 import {
@@ -92,7 +93,7 @@ function isStale(token: string, currentToken: string | undefined): boolean {
 async function lockShardTokens(tx: Transaction, shards: number[]): Promise<Map<number, string>> {
   const result = await tx.query<{ shard: number; token: string }>(
     `SELECT shard, token::text AS token FROM shard_leases WHERE shard = ANY($1::int[]) ORDER BY shard FOR SHARE`,
-    [[...new Set(shards)]]);
+    [numberArray([...new Set(shards)])]);
   return new Map(result.rows.map((row) => [row.shard, row.token]));
 }
 
@@ -103,7 +104,7 @@ async function lockJobs(tx: Transaction, jobIds: string[]): Promise<Map<string, 
     timer_id: string | null; next_fire_at: number | null; next_scheduled_at: number | null;
   }>(
     `SELECT job_id, team, state, spec, shard, version, timer_id, next_fire_at, next_scheduled_at
-       FROM jobs WHERE job_id = ANY($1::text[]) ORDER BY job_id FOR UPDATE`, [jobIds]);
+       FROM jobs WHERE job_id = ANY($1::text[]) ORDER BY job_id FOR UPDATE`, [textArray(jobIds)]);
   return new Map(result.rows.map((row) => [row.job_id, {
     jobId: row.job_id, team: row.team, state: row.state, spec: row.spec, shard: row.shard, version: row.version,
     timerId: row.timer_id, nextFireAtMs: row.next_fire_at, nextScheduledAtMs: row.next_scheduled_at, changed: false,
@@ -126,7 +127,7 @@ async function readRuns(tx: Transaction, runIds: string[], jobIds: string[]): Pr
     `SELECT run_id, job_id, status, held FROM runs WHERE run_id = ANY($1::text[])
      UNION
      SELECT run_id, job_id, status, held FROM runs
-      WHERE job_id = ANY($2::text[]) AND status IN ('ready', 'running', 'retry_wait')`, [runIds, jobIds]);
+      WHERE job_id = ANY($2::text[]) AND status IN ('ready', 'running', 'retry_wait')`, [textArray(runIds), textArray(jobIds)]);
   const wanted = new Set(runIds);
   for (const row of result.rows) {
     if (wanted.has(row.run_id)) existingStatus.set(row.run_id, row.status);
@@ -234,7 +235,7 @@ async function writePlan(tx: Transaction, plan: DispatchPlan, changedJobs: Locke
     await tx.query(
       `UPDATE runs SET status = 'cancelled', finished_at = $2, ready_at = NULL, lease_expires_at = NULL
         WHERE run_id = ANY($1::text[]) AND status IN ('ready', 'running', 'retry_wait')`,
-      [[...plan.cancelRunIds], plan.nowMs]);
+      [textArray([...plan.cancelRunIds]), plan.nowMs]);
   }
   await insertRuns(tx, [...plan.newRuns.values()].map((entry) => entry.run));
   await appendEvents(tx, plan.events);
@@ -249,12 +250,12 @@ async function writePlan(tx: Transaction, plan: DispatchPlan, changedJobs: Locke
             AS u(job_id, timer_id, next_fire_at, next_scheduled_at, state, version)
       WHERE j.job_id = u.job_id`,
     [
-      changedJobs.map((job) => job.jobId),
-      changedJobs.map((job) => job.timerId),
-      changedJobs.map((job) => job.nextFireAtMs),
-      changedJobs.map((job) => job.nextScheduledAtMs),
-      changedJobs.map((job) => job.state),
-      changedJobs.map((job) => job.version),
+      textArray(changedJobs.map((job) => job.jobId)),
+      textArray(changedJobs.map((job) => job.timerId)),
+      numberArray(changedJobs.map((job) => job.nextFireAtMs)),
+      numberArray(changedJobs.map((job) => job.nextScheduledAtMs)),
+      textArray(changedJobs.map((job) => job.state)),
+      numberArray(changedJobs.map((job) => job.version)),
       plan.nowMs,
     ]);
 }

@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import type { JobRecord } from '../../domain/types.js';
 import type { CreateJobInput, CreateJobOutcome } from '../store.js';
+import { numberArray, textArray } from './array-literals.js';
 import type { Transaction } from './connection.js';
 import { jobColumns, jobFromRow, jsonParam, type JobRow } from './rows.js';
 import { collectNearTimer, insertTimers, newTimerId, type NewTimer } from './writes.js';
@@ -91,20 +92,20 @@ async function insertJobRows(transaction: Transaction, items: readonly Prepared[
      ON CONFLICT DO NOTHING
      RETURNING job_id`,
     [
-      jobs.map((job) => job.jobId),
-      jobs.map((job) => job.team),
-      jobs.map((job) => job.spec.key),
-      jobs.map((job) => job.state),
-      jobs.map((job) => job.spec.pool),
-      jobs.map((job) => jsonParam(job.spec)),
-      jobs.map((job) => job.requestHash),
-      jobs.map((job) => job.shard),
-      jobs.map((job) => job.version),
-      items.map((item) => item.timer?.timerId ?? null),
-      jobs.map((job) => job.nextFireAtMs),
-      jobs.map((job) => job.nextScheduledAtMs),
-      jobs.map((job) => job.createdAtMs),
-      jobs.map((job) => job.updatedAtMs),
+      textArray(jobs.map((job) => job.jobId)),
+      textArray(jobs.map((job) => job.team)),
+      textArray(jobs.map((job) => job.spec.key)),
+      textArray(jobs.map((job) => job.state)),
+      textArray(jobs.map((job) => job.spec.pool)),
+      textArray(jobs.map((job) => jsonParam(job.spec))),
+      textArray(jobs.map((job) => job.requestHash)),
+      numberArray(jobs.map((job) => job.shard)),
+      numberArray(jobs.map((job) => job.version)),
+      textArray(items.map((item) => item.timer?.timerId ?? null)),
+      numberArray(jobs.map((job) => job.nextFireAtMs)),
+      numberArray(jobs.map((job) => job.nextScheduledAtMs)),
+      numberArray(jobs.map((job) => job.createdAtMs)),
+      numberArray(jobs.map((job) => job.updatedAtMs)),
     ]);
   return new Set(result.rows.map((row) => row.job_id));
 }

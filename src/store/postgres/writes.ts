@@ -8,6 +8,7 @@ import type { JobSpec, Lane, RunStatus } from '../../domain/types.js';
 import { bucketOf } from '../../domain/identity.js';
 import type { LoadedTimer } from '../store.js';
 import type { Transaction } from './connection.js';
+import { booleanArray, numberArray, textArray } from './array-literals.js';
 import { jsonParam } from './rows.js';
 
 export interface NewTimer {
@@ -28,12 +29,12 @@ export async function insertTimers(transaction: Transaction, timers: readonly Ne
     `INSERT INTO timers (timer_id, job_id, shard, bucket, fire_at, scheduled_at)
      SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[])`,
     [
-      timers.map((timer) => timer.timerId),
-      timers.map((timer) => timer.jobId),
-      timers.map((timer) => timer.shard),
-      timers.map((timer) => bucketOf(timer.fireAtMs)),
-      timers.map((timer) => timer.fireAtMs),
-      timers.map((timer) => timer.scheduledAtMs),
+      textArray(timers.map((timer) => timer.timerId)),
+      textArray(timers.map((timer) => timer.jobId)),
+      numberArray(timers.map((timer) => timer.shard)),
+      numberArray(timers.map((timer) => bucketOf(timer.fireAtMs))),
+      numberArray(timers.map((timer) => timer.fireAtMs)),
+      numberArray(timers.map((timer) => timer.scheduledAtMs)),
     ]);
 }
 
@@ -44,7 +45,7 @@ export async function deleteTimers(transaction: Transaction,
   await transaction.query(
     `DELETE FROM timers t USING unnest($1::bigint[], $2::text[]) AS d(fire_at, timer_id)
       WHERE t.fire_at = d.fire_at AND t.timer_id = d.timer_id`,
-    [timers.map((timer) => timer.fireAtMs), timers.map((timer) => timer.timerId)]);
+    [numberArray(timers.map((timer) => timer.fireAtMs)), textArray(timers.map((timer) => timer.timerId))]);
 }
 
 /** Collects a written timer for onNearTimers when it falls inside the near horizon. */
@@ -83,20 +84,20 @@ export async function insertRuns(transaction: Transaction, runs: readonly NewRun
      ON CONFLICT (run_id) DO NOTHING
      RETURNING run_id`,
     [
-      runs.map((run) => run.runId),
-      runs.map((run) => run.jobId),
-      runs.map((run) => run.team),
-      runs.map((run) => run.pool),
-      runs.map((run) => run.lane),
-      runs.map((run) => run.scheduledAtMs),
-      runs.map((run) => run.fireAtMs),
-      runs.map((run) => run.dispatchedAtMs),
-      runs.map((run) => run.status),
-      runs.map((run) => run.lastError),
-      runs.map((run) => run.readyAtMs),
-      runs.map((run) => run.finishedAtMs),
-      runs.map((run) => run.jobLeaseMs),
-      runs.map((run) => run.held),
+      textArray(runs.map((run) => run.runId)),
+      textArray(runs.map((run) => run.jobId)),
+      textArray(runs.map((run) => run.team)),
+      textArray(runs.map((run) => run.pool)),
+      textArray(runs.map((run) => run.lane)),
+      numberArray(runs.map((run) => run.scheduledAtMs)),
+      numberArray(runs.map((run) => run.fireAtMs)),
+      numberArray(runs.map((run) => run.dispatchedAtMs)),
+      textArray(runs.map((run) => run.status)),
+      textArray(runs.map((run) => run.lastError)),
+      numberArray(runs.map((run) => run.readyAtMs)),
+      numberArray(runs.map((run) => run.finishedAtMs)),
+      numberArray(runs.map((run) => run.jobLeaseMs)),
+      booleanArray(runs.map((run) => run.held)),
     ]);
   return new Set(result.rows.map((row) => row.run_id));
 }
@@ -117,12 +118,12 @@ export async function appendEvents(transaction: Transaction, events: readonly Ne
     `INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
      SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::json[])`,
     [
-      events.map((event) => event.runId),
-      events.map((event) => event.atMs),
-      events.map((event) => event.type),
-      events.map((event) => event.fromStatus),
-      events.map((event) => event.toStatus),
-      events.map((event) => (event.detail === undefined || event.detail === null ? null : jsonParam(event.detail))),
+      textArray(events.map((event) => event.runId)),
+      numberArray(events.map((event) => event.atMs)),
+      textArray(events.map((event) => event.type)),
+      textArray(events.map((event) => event.fromStatus)),
+      textArray(events.map((event) => event.toStatus)),
+      textArray(events.map((event) => (event.detail === undefined || event.detail === null ? null : jsonParam(event.detail)))),
     ]);
 }
 
