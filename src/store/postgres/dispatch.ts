@@ -67,7 +67,14 @@ export function dispatch(context: StoreContext, items: readonly DispatchItem[], 
     const results = items.map((item, index): DispatchResult => {
       if (!fenced[index]) return { kind: 'stale_token', timerId: item.timerId };
       const job = jobs.get(item.jobId);
-      if (job === undefined || job.timerId !== item.timerId || job.state !== 'active' || job.nextFireAtMs === null) {
+      if (job === undefined || job.timerId !== item.timerId || job.nextFireAtMs === null) {
+        return { kind: 'timer_gone', timerId: item.timerId };
+      }
+      if (job.state !== 'active') {
+        // A pending timer of a job that is not active should not exist; drop it so no wheel
+        // loads it again, and fire nothing (invariant 7).
+        plan.consumedTimers.push({ timerId: job.timerId, fireAtMs: job.nextFireAtMs });
+        Object.assign(job, { timerId: null, nextFireAtMs: null, nextScheduledAtMs: null, changed: true });
         return { kind: 'timer_gone', timerId: item.timerId };
       }
       return planItem(plan, job, item);
@@ -177,14 +184,14 @@ function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: Occurren
   plan.activeByJob.set(job.jobId, active);
   let status: RunStatus = occurrence.status;
   let held = false;
-  let lastError = occurrence.reason ?? null;
+  let lastError = occurrence.status === 'ready' ? null : occurrence.reason ?? occurrence.status;
   if (occurrence.status === 'ready') {
     const decision = decideOverlap(job.spec.overlap, active);
     if (decision.action === 'skip') {
       status = 'skipped_overlap';
-      lastError = 'skipped: an earlier run of this job is still active (overlap policy)';
+      lastError = `overlap ${job.spec.overlap}: an earlier run is still active`;
     } else {
-      if (decision.action === 'replace') cancelRuns(plan, decision.cancelRunIds, active);
+      if (decision.action === 'replace') cancelRuns(plan, decision.cancelRunIds, active, runId);
       held = decision.action === 'hold';
       active.push({ runId, status: 'ready', held });
       if (!held) plan.readyPools.add(job.spec.pool);
@@ -198,7 +205,7 @@ function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: Occurren
       runId, jobId: job.jobId, team: job.team, pool: job.spec.pool, lane: job.spec.lane,
       scheduledAtMs: occurrence.scheduledAtMs, fireAtMs: occurrence.fireAtMs, dispatchedAtMs: plan.nowMs, status,
       lastError, readyAtMs: final ? null : plan.nowMs, finishedAtMs: final ? plan.nowMs : null,
-      jobLeaseMs: job.spec.lease_s * 1000, held,
+      held,
     },
   });
   plan.events.push({
@@ -209,7 +216,7 @@ function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: Occurren
 }
 
 /** `replace`: earlier active runs are cancelled; their fencing tokens stop working. */
-function cancelRuns(plan: DispatchPlan, runIds: readonly string[], active: ActiveRun[]): void {
+function cancelRuns(plan: DispatchPlan, runIds: readonly string[], active: ActiveRun[], replacedBy: string): void {
   for (const runId of runIds) {
     const index = active.findIndex((run) => run.runId === runId);
     const fromStatus = index >= 0 ? active[index]!.status : 'ready';
@@ -225,7 +232,7 @@ function cancelRuns(plan: DispatchPlan, runIds: readonly string[], active: Activ
     }
     plan.events.push({
       runId, atMs: plan.nowMs, type: 'cancelled', fromStatus, toStatus: 'cancelled',
-      detail: { reason: 'replaced by a newer occurrence (overlap: replace)' },
+      detail: { replacedBy },
     });
   }
 }

@@ -63,7 +63,8 @@ export function replayRun(context: StoreContext, team: TeamScope, runId: string,
       `UPDATE runs r SET status = 'ready', ready_at = $2, finished_at = NULL, lease_expires_at = NULL,
                          attempt_base = r.attempt, held = false
         WHERE r.run_id = $1 RETURNING ${runColumns}`, [runId, nowMs]);
-    await appendEvents(tx, [{ runId, atMs: nowMs, type: 'replayed', fromStatus: 'dead', toStatus: 'ready' }]);
+    await appendEvents(tx, [{ runId, atMs: nowMs, type: 'replayed', fromStatus: 'dead', toStatus: 'ready',
+      detail: { attempt: row.attempt } }]);
     tx.readyPools.add(row.pool);
     return { kind: 'replayed', run: runFromRow(updated.rows[0]!) };
   });

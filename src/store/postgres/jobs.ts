@@ -150,7 +150,7 @@ export function triggerJob(context: StoreContext, team: TeamScope, jobId: string
     const inserted = await insertRuns(tx, [{
       runId, jobId: row.job_id, team: row.team, pool: row.spec.pool, lane: row.spec.lane, scheduledAtMs: nowMs,
       fireAtMs: nowMs, dispatchedAtMs: nowMs, status: 'ready', lastError: null, readyAtMs: nowMs, finishedAtMs: null,
-      jobLeaseMs: row.spec.lease_s * 1000, held: false,
+      held: false,
     }]);
     if (inserted.has(runId)) {
       await appendEvents(tx, [{ runId, atMs: nowMs, type: 'triggered', fromStatus: null, toStatus: 'ready' }]);

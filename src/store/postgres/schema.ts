@@ -72,7 +72,6 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
         ready_at bigint,
         lease_expires_at bigint,
         worker_id text,
-        job_lease_ms integer NOT NULL,
         lease_ms integer,
         fencing_token bigint,
         held boolean NOT NULL DEFAULT false

@@ -30,7 +30,7 @@ export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest
     dispatched_at: number; fencing_token: string; lease_expires_at: number; payload: unknown;
   }>(context, 'leaseRuns',
     `WITH picked AS (
-       SELECT r.run_id, r.status AS from_status FROM runs r
+       SELECT r.run_id, r.job_id, r.status AS from_status FROM runs r
         WHERE r.pool = $1 AND r.status IN ('ready', 'retry_wait') AND NOT r.held AND r.ready_at <= $2::bigint
           AND ($3::text IS NULL OR r.team = $3)
         ORDER BY r.lane, r.ready_at
@@ -38,16 +38,16 @@ export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest
         FOR UPDATE SKIP LOCKED
      ), leased AS (
        UPDATE runs r SET status = 'running', attempt = r.attempt + 1, fencing_token = nextval('tickler_tokens'),
-                         lease_ms = COALESCE($5::int, r.job_lease_ms),
-                         lease_expires_at = $2::bigint + COALESCE($5::int, r.job_lease_ms),
+                         lease_ms = COALESCE($5::int, (j.spec->>'lease_s')::int * 1000),
+                         lease_expires_at = $2::bigint + COALESCE($5::int, (j.spec->>'lease_s')::int * 1000),
                          started_at = $2, worker_id = $6, ready_at = NULL
-         FROM picked p WHERE r.run_id = p.run_id
+         FROM picked p JOIN jobs j ON j.job_id = p.job_id WHERE r.run_id = p.run_id
        RETURNING r.run_id, r.job_id, r.team, r.lane, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
                  r.fencing_token::text AS fencing_token, r.lease_expires_at, p.from_status
      ), events AS (
        INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
        SELECT run_id, $2, 'leased', from_status, 'running',
-              json_build_object('attempt', attempt, 'worker_id', $6::text, 'fencing_token', fencing_token)
+              json_build_object('attempt', attempt, 'workerId', $6::text)
          FROM leased
      )
      SELECT l.run_id, l.job_id, l.team, l.attempt, l.scheduled_at, l.fire_at, l.dispatched_at, l.fencing_token,
@@ -69,12 +69,10 @@ export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest
   }));
 }
 
-/** Why a fenced write matched nothing: unknown run, a replaced (cancelled) attempt, or a stale token. */
-function classifyMiss(run: { status: RunStatus; fencing_token: string | null } | undefined,
-  fencingToken: string): { kind: 'not_found' } | { kind: 'stale_token' } | { kind: 'cancelled' } {
+/** Why a fenced write matched nothing: unknown run, a cancelled (replaced) run, or a stale token. */
+function classifyMiss(run: { status: RunStatus } | undefined): { kind: 'not_found' } | { kind: 'stale_token' } | { kind: 'cancelled' } {
   if (run === undefined) return { kind: 'not_found' };
-  if (run.status === 'cancelled' && run.fencing_token === fencingToken) return { kind: 'cancelled' };
-  return { kind: 'stale_token' };
+  return run.status === 'cancelled' ? { kind: 'cancelled' } : { kind: 'stale_token' };
 }
 
 export async function heartbeatRun(context: StoreContext, team: TeamScope, runId: string, fencingToken: string,
@@ -91,7 +89,7 @@ export async function heartbeatRun(context: StoreContext, team: TeamScope, runId
   const current = await query<{ status: RunStatus; fencing_token: string | null }>(context, 'heartbeatRun',
     `SELECT status, fencing_token::text AS fencing_token FROM runs WHERE run_id = $1 AND ($2::text IS NULL OR team = $2)`,
     [runId, team]);
-  return classifyMiss(current.rows[0], fencingToken);
+  return classifyMiss(current.rows[0]);
 }
 
 interface LockedRun extends RunRow {
@@ -110,7 +108,7 @@ export function completeRun(context: StoreContext, request: CompleteRequest): Pr
         WHERE r.run_id = $1 AND ($2::text IS NULL OR r.team = $2) FOR UPDATE OF r`, [request.runId, request.team]);
     const run = locked.rows[0];
     if (run === undefined || run.status !== 'running' || run.fencing_token !== request.fencingToken) {
-      return classifyMiss(run, request.fencingToken);
+      return classifyMiss(run);
     }
     const attemptsUsed = run.attempt - run.attempt_base;
     let status: RunStatus;
@@ -129,19 +127,16 @@ export function completeRun(context: StoreContext, request: CompleteRequest): Pr
     }
     const final = status !== 'retry_wait';
     const updated = await tx.query<RunRow>(
-      `UPDATE runs r SET status = $2, ready_at = $3, finished_at = $4, lease_expires_at = NULL,
-                         last_error = CASE WHEN $2 = 'succeeded' THEN r.last_error ELSE $5 END, result = $6::json
+      `UPDATE runs r SET status = $2, ready_at = $3, finished_at = $4, lease_expires_at = NULL, last_error = $5,
+                         result = $6::json
         WHERE r.run_id = $1 RETURNING ${runColumns}`,
-      [run.run_id, status, readyAtMs, final ? request.nowMs : null,
-        request.error ?? (request.status === 'succeeded' ? null : request.status), jsonParam(request.result ?? null)]);
-    await appendEvents(tx, [{
-      runId: run.run_id, atMs: request.nowMs, type: eventType, fromStatus: 'running', toStatus: status,
-      detail: {
-        attempt: run.attempt, outcome: request.status,
-        ...(request.error === null ? {} : { error: request.error }),
-        ...(readyAtMs === null ? {} : { ready_at_ms: readyAtMs }),
-      },
-    }]);
+      [run.run_id, status, readyAtMs, final ? request.nowMs : null, status === 'succeeded' ? null : request.error,
+        jsonParam(request.result ?? null)]);
+    const detail = status === 'succeeded' ? null
+      : status === 'retry_wait' ? { error: request.error, delayMs: readyAtMs! - request.nowMs }
+        : { error: request.error, completion: request.status };
+    await appendEvents(tx, [{ runId: run.run_id, atMs: request.nowMs, type: eventType, fromStatus: 'running',
+      toStatus: status, detail }]);
     if (final) await releaseHeldOf(tx, [{ jobId: run.job_id, overlap: run.overlap }], request.nowMs);
     return { kind: 'completed', run: runFromRow(updated.rows[0]!) };
   });
@@ -159,10 +154,10 @@ export function expireRunLeases(context: StoreContext, nowMs: number, limit: num
   if (limit <= 0) return Promise.resolve([]);
   return transaction(context, 'expireRunLeases', async (tx) => {
     const expired = await tx.query<{
-      run_id: string; job_id: string; pool: string; attempt: number; attempt_base: number; idempotency: string;
-      retry: RetrySpec; overlap: string;
+      run_id: string; job_id: string; pool: string; attempt: number; attempt_base: number; worker_id: string | null;
+      idempotency: string; retry: RetrySpec; overlap: string;
     }>(
-      `SELECT r.run_id, r.job_id, r.pool, r.attempt, r.attempt_base, j.spec->>'idempotency' AS idempotency,
+      `SELECT r.run_id, r.job_id, r.pool, r.attempt, r.attempt_base, r.worker_id, j.spec->>'idempotency' AS idempotency,
               j.spec->'retry' AS retry, j.spec->>'overlap' AS overlap
          FROM runs r JOIN jobs j ON j.job_id = r.job_id
         WHERE r.status = 'running' AND r.lease_expires_at <= $1
@@ -182,8 +177,9 @@ export function expireRunLeases(context: StoreContext, nowMs: number, limit: num
          FROM unnest($1::text[], $2::text[]) AS u(run_id, status) WHERE r.run_id = u.run_id`,
       [outcomes.map((outcome) => outcome.runId), outcomes.map((outcome) => outcome.toStatus), nowMs]);
     await appendEvents(tx, outcomes.map((outcome, index) => ({
-      runId: outcome.runId, atMs: nowMs, type: outcome.toStatus === 'abandoned' ? 'abandoned' : 'lease_expired',
-      fromStatus: 'running', toStatus: outcome.toStatus, detail: { attempt: expired.rows[index]!.attempt },
+      runId: outcome.runId, atMs: nowMs, type: outcome.toStatus === 'ready' ? 'lease_expired' : outcome.toStatus,
+      fromStatus: 'running', toStatus: outcome.toStatus,
+      detail: { attempt: expired.rows[index]!.attempt, workerId: expired.rows[index]!.worker_id },
     })));
     for (const outcome of outcomes) if (outcome.toStatus === 'ready') tx.readyPools.add(outcome.pool);
     const finalJobs = expired.rows.filter((_, index) => outcomes[index]!.toStatus !== 'ready')

@@ -69,7 +69,6 @@ export interface NewRun {
   lastError: string | null;
   readyAtMs: number | null;
   finishedAtMs: number | null;
-  jobLeaseMs: number;
   held: boolean;
 }
 
@@ -78,9 +77,9 @@ export async function insertRuns(transaction: Transaction, runs: readonly NewRun
   if (runs.length === 0) return new Set();
   const result = await transaction.query<{ run_id: string }>(
     `INSERT INTO runs (run_id, job_id, team, pool, lane, scheduled_at, fire_at, dispatched_at, status, last_error,
-                       ready_at, finished_at, job_lease_ms, held)
+                       ready_at, finished_at, held)
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
-                          $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::int[], $14::bool[])
+                          $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bool[])
      ON CONFLICT (run_id) DO NOTHING
      RETURNING run_id`,
     [
@@ -96,7 +95,6 @@ export async function insertRuns(transaction: Transaction, runs: readonly NewRun
       textArray(runs.map((run) => run.lastError)),
       numberArray(runs.map((run) => run.readyAtMs)),
       numberArray(runs.map((run) => run.finishedAtMs)),
-      numberArray(runs.map((run) => run.jobLeaseMs)),
       booleanArray(runs.map((run) => run.held)),
     ]);
   return new Set(result.rows.map((row) => row.run_id));
