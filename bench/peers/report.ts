@@ -1,0 +1,81 @@
+/**
+ * The "Side by side" report: a table per workload (system, settings, figures, the headline
+ * figure as a ratio against tickler) and its chart, written from the accumulated results so
+ * a rerun of one workload updates its section and keeps the others. Hand-written findings
+ * (where tickler loses and why) live in `bench/peers/findings.md` and are put in verbatim.
+ */
+import type { PeerFigure, ResultsFile, WorkloadId, WorkloadRun } from './results.js';
+import { formatValue } from './svg-chart.js';
+import { systemNames, type SystemName } from './types.js';
+import type { Workload } from './workloads/common.js';
+
+export function chartFileName(workload: WorkloadId): string {
+  return `peers-${workload}.svg`;
+}
+
+export function renderReport(results: ResultsFile, workloads: readonly Workload[], findings: string): string {
+  const lines: string[] = [
+    '# Side by side: tickler, BullMQ, graphile-worker and pg-boss',
+    '',
+    `Measured ${results.finishedAt.slice(0, 10)} on ${results.machine}.`,
+    `Command: \`${results.command}\` (one workload or system at a time: \`npm run bench:peers -- --workload W2 --system bullmq\`).`,
+    'Every system runs in the same invocation, one after another, with the same job count, payload (`{"i", "due"}`) and',
+    'worker concurrency (50). Lag is handler start − due time, both read from the same wall clock in the harness process',
+    '(tickler\'s workers are SDK workers in that process, pulling from a real `tickler serve` process over HTTP).',
+    '',
+    findings.trim(),
+    '',
+    '## How each system was configured',
+    '',
+    '| system | settings |',
+    '| --- | --- |',
+  ];
+  const settings = new Map<SystemName, string>();
+  for (const run of results.runs) settings.set(run.system, run.settings);
+  for (const system of systemNames) if (settings.has(system)) lines.push(`| ${system} | ${settings.get(system)!} |`);
+  for (const workload of workloads) {
+    const runs = orderedRuns(results.runs.filter((run) => run.workload === workload.id));
+    if (runs.length === 0) continue;
+    lines.push('', `## ${workload.id} ${workload.title}`, '', `${workload.description}.`, '', ...workloadTable(workload, runs));
+    const notes = runs.flatMap((run) => [...run.notes, ...(run.error === undefined ? [] : [`failed: ${run.error}`])]
+      .map((note) => `- ${run.system}: ${note}`));
+    if (notes.length > 0) lines.push('', ...notes);
+    lines.push('', `![${workload.id} ${workload.title}](img/${chartFileName(workload.id)})`);
+  }
+  lines.push('');
+  return lines.join('\n');
+}
+
+function orderedRuns(runs: WorkloadRun[]): WorkloadRun[] {
+  return [...runs].sort((left, right) => systemNames.indexOf(left.system) - systemNames.indexOf(right.system));
+}
+
+function workloadTable(workload: Workload, runs: WorkloadRun[]): string[] {
+  const keys: { key: string; label: string; unit: string }[] = [];
+  for (const run of runs) {
+    for (const item of run.figures) if (!keys.some((known) => known.key === item.key)) keys.push(item);
+  }
+  const headline = keys.find((known) => known.key === workload.headlineKey);
+  const references = (['tickler-sqlite', 'tickler-postgres'] as const).filter((name) => runs.some((run) => run.system === name));
+  const header = ['system', ...keys.map((known) => `${known.label} (${known.unit})`),
+    ...references.map((name) => `${headline?.label ?? workload.headlineKey}: system ÷ ${name}`)];
+  const rows = runs.map((run) => [
+    run.system,
+    ...keys.map((known) => cell(run.figures.find((item) => item.key === known.key))),
+    ...references.map((name) => ratioCell(run, runs.find((other) => other.system === name)!, workload.headlineKey)),
+  ]);
+  return [`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`, ...rows.map((row) => `| ${row.join(' | ')} |`)];
+}
+
+function cell(item: PeerFigure | undefined): string {
+  if (item === undefined || item.value === null) return 'n/a';
+  const shown = formatValue(item.value);
+  return item.better === 'zero' && item.value !== 0 ? `**${shown}**` : shown;
+}
+
+function ratioCell(run: WorkloadRun, reference: WorkloadRun, key: string): string {
+  const value = run.figures.find((item) => item.key === key)?.value ?? null;
+  const referenceValue = reference.figures.find((item) => item.key === key)?.value ?? null;
+  if (value === null || referenceValue === null || referenceValue === 0) return 'n/a';
+  return `${formatValue(value / referenceValue)}×`;
+}

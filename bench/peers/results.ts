@@ -1,0 +1,47 @@
+/**
+ * The shape of one workload's outcome on one system, as written to the results JSON and
+ * read back by the report and chart writers. Figures carry their unit and which direction
+ * is better, so the report can compute ratios against tickler without knowing the workload.
+ */
+import type { SystemName } from './types.js';
+
+export const workloadIds = ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8'] as const;
+export type WorkloadId = (typeof workloadIds)[number];
+
+export interface PeerFigure {
+  /** Stable key, e.g. `lag_p99`. */
+  key: string;
+  label: string;
+  value: number | null;
+  unit: 'ms' | 's' | 'jobs/s' | 'count' | 'MB';
+  /** `zero`: a correctness count that must be 0. */
+  better: 'lower' | 'higher' | 'zero';
+  /** Drawn in the workload's chart. */
+  chart?: 'lag' | 'rate' | 'time' | 'memory';
+}
+
+export interface WorkloadRun {
+  workload: WorkloadId;
+  system: SystemName;
+  settings: string;
+  figures: PeerFigure[];
+  notes: string[];
+  /** Set when the run failed; figures may be partial. */
+  error?: string;
+  startedAt: string;
+  durationMs: number;
+}
+
+export interface ResultsFile {
+  startedAt: string;
+  finishedAt: string;
+  command: string;
+  machine: string;
+  quick: boolean;
+  runs: WorkloadRun[];
+}
+
+export function figure(key: string, label: string, value: number | null, unit: PeerFigure['unit'],
+  better: PeerFigure['better'], chart?: PeerFigure['chart']): PeerFigure {
+  return { key, label, value, unit, better, ...(chart === undefined ? {} : { chart }) };
+}

@@ -1,0 +1,54 @@
+/**
+ * `npm run bench:peers -- --workload W2 --system bullmq` (or `--workload all --system all`):
+ * the side-by-side benchmarks of issue 5. Full runs write bench/peers/results/latest.json,
+ * docs/benchmarks-peers.md and docs/img/peers-W*.svg; `--quick` runs tiny counts into a
+ * results file of its own and writes no docs unless `--docs-dir` says where.
+ * Exits 1 when any run failed (a skipped system is not a failure).
+ */
+import { resolve } from 'node:path';
+import { Command } from 'commander';
+import { repoRoot } from '../server-process.js';
+import { runHarness } from './harness.js';
+import { workloadIds } from './results.js';
+import { systemNames, type SystemName } from './types.js';
+import { workloads } from './workloads/index.js';
+
+const program = new Command()
+  .name('bench:peers')
+  .option('--workload <ids>', `comma-separated of ${workloadIds.join(', ')}, or all`, 'all')
+  .option('--system <names>', `comma-separated of ${systemNames.join(', ')}, or all`, 'all')
+  .option('--quick', 'tiny counts (the smoke test)', false)
+  .option('--results <file>', 'results JSON (accumulates runs by workload and system)')
+  .option('--docs-dir <dir>', 'where the report and charts go (default docs/ for full runs, none for --quick)')
+  .option('--no-progress', 'no progress lines on stderr')
+  .parse();
+
+const options = program.opts<{ workload: string; system: string; quick: boolean; results?: string; docsDir?: string; progress: boolean }>();
+
+function pick<T extends string>(value: string, known: readonly T[], what: string): T[] {
+  if (value === 'all') return [...known];
+  const picked = value.split(',').map((item) => item.trim());
+  for (const item of picked) if (!known.includes(item as T)) program.error(`unknown ${what} ${item}: use ${known.join(', ')} or all`);
+  return picked as T[];
+}
+
+const workloadsChosen = pick(options.workload, workloadIds, 'workload');
+const available = workloads.filter((workload) => workloadsChosen.includes(workload.id));
+const missing = workloadsChosen.filter((id) => !workloads.some((workload) => workload.id === id));
+if (missing.length > 0 && options.workload !== 'all') program.error(`not implemented yet: ${missing.join(', ')}`);
+const systems: SystemName[] = pick(options.system, systemNames, 'system');
+
+const results = await runHarness({
+  workloads: available,
+  allWorkloads: workloads,
+  systems,
+  quick: options.quick,
+  resultsPath: resolve(options.results ?? `${repoRoot}/bench/peers/results/${options.quick ? 'quick' : 'latest'}.json`),
+  docsDir: options.docsDir !== undefined ? resolve(options.docsDir) : options.quick ? undefined : `${repoRoot}/docs`,
+  findingsPath: `${repoRoot}/bench/peers/findings.md`,
+  command: `npm run bench:peers -- ${process.argv.slice(2).join(' ')}`.trim(),
+  progress: options.progress,
+});
+const failed = results.runs.filter((run) => run.error !== undefined && !run.error.startsWith('skipped:')
+  && available.some((workload) => workload.id === run.workload) && systems.includes(run.system));
+process.exitCode = failed.length > 0 ? 1 : 0;

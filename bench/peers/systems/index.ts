@@ -1,0 +1,31 @@
+/**
+ * The systems under test by name: building an adapter (fresh, or attached to a store another
+ * process started, for child workers) and saying why one cannot run here (its service down).
+ */
+import { postgresUnavailableReason, redisUnavailableReason } from '../services.js';
+import type { AttachInfo, SystemAdapter, SystemName } from '../types.js';
+import { BullmqAdapter } from './bullmq.js';
+import { GraphileWorkerAdapter } from './graphile-worker.js';
+import { PgBossAdapter } from './pg-boss.js';
+import { TicklerAdapter } from './tickler.js';
+
+export function makeAdapter(name: SystemName, attached?: AttachInfo): SystemAdapter {
+  switch (name) {
+    case 'tickler-sqlite': return new TicklerAdapter('sqlite', attached);
+    case 'tickler-postgres': return new TicklerAdapter('postgres', attached);
+    case 'bullmq': return new BullmqAdapter(attached);
+    case 'graphile-worker': return new GraphileWorkerAdapter(attached);
+    case 'pg-boss': return new PgBossAdapter(attached);
+  }
+}
+
+/** Undefined when the system's service answers; otherwise the reason it is skipped. */
+export async function unavailableReason(name: SystemName): Promise<string | undefined> {
+  switch (name) {
+    case 'tickler-sqlite': return undefined;
+    case 'bullmq': return redisUnavailableReason();
+    case 'tickler-postgres':
+    case 'graphile-worker':
+    case 'pg-boss': return postgresUnavailableReason();
+  }
+}

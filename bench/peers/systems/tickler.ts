@@ -1,0 +1,173 @@
+/**
+ * tickler as a real `tickler serve` process (embedded SQLite, or PostgreSQL with `--store`),
+ * driven over HTTP through the SDK's TicklerClient, with SDK workers (`createWorker`) in the
+ * harness process pulling with one long-poll per worker. Nothing is tuned: the server runs
+ * its defaults, the worker its defaults (`wait_s` 20), both as a user would start them.
+ */
+import { batchJobsMax } from '../../../src/limits.js';
+import { TicklerClient } from '../../../src/worker/client.js';
+import type { WorkerLogger } from '../../../src/worker/run-attempt.js';
+import { createWorker, type Worker } from '../../../src/worker/worker.js';
+import type { JobCreateRequest } from '../../../src/worker/wire.js';
+import { makeTempDir, startBenchServer, type BenchServer } from '../../server-process.js';
+import { createFreshDatabase, wallClock, type FreshDatabase } from '../services.js';
+import {
+  isPayload, payloadOf, workerConcurrency,
+  type AttachInfo, type BenchJob, type HandlerStart, type RecurringPlan, type SchedulerServer, type SystemAdapter,
+} from '../types.js';
+
+const pool = 'peers';
+
+/** Worker-side problems (lease errors while the server is down, failed completions), counted. */
+export interface ProblemCount {
+  count: number;
+  samples: string[];
+}
+
+export class TicklerAdapter implements SystemAdapter {
+  readonly name;
+  readonly settings: string;
+  readonly supportsEverySecond = true;
+  readonly problems: ProblemCount = { count: 0, samples: [] };
+  private readonly storeKind: 'sqlite' | 'postgres';
+  private readonly attached: AttachInfo | undefined;
+  private process: BenchServer | undefined;
+  private dataDir: { dir: string; remove(): void } | undefined;
+  private database: FreshDatabase | undefined;
+  private baseUrl = '';
+  private client: TicklerClient | undefined;
+  private worker: Worker | undefined;
+  server: SchedulerServer | undefined;
+
+  constructor(storeKind: 'sqlite' | 'postgres', attached?: AttachInfo) {
+    this.storeKind = storeKind;
+    this.name = storeKind === 'sqlite' ? 'tickler-sqlite' as const : 'tickler-postgres' as const;
+    this.attached = attached;
+    this.settings = `tickler serve defaults (${storeKind === 'sqlite' ? 'embedded SQLite' : 'PostgreSQL 15'}); ` +
+      `SDK createWorker, concurrency ${workerConcurrency}, long-poll wait_s 20, over HTTP`;
+  }
+
+  async start(): Promise<void> {
+    if (this.attached !== undefined) {
+      this.connect(this.attached['baseUrl']!);
+      return;
+    }
+    this.dataDir = makeTempDir('tickler-peers-');
+    if (this.storeKind === 'postgres') this.database = await createFreshDatabase('tickler');
+    const storeArgs = this.database === undefined ? [] : ['--store', this.database.url];
+    this.process = await startBenchServer({ dataDir: this.dataDir.dir, args: storeArgs });
+    this.connect(this.process.url);
+    const port = new URL(this.process.url).port;
+    const dataDir = this.dataDir.dir;
+    // The restart keeps the port, so workers holding the old base URL reconnect by themselves.
+    const restartArgs = [...storeArgs, '--port', port];
+    this.server = {
+      pid: () => this.process!.pid,
+      rssBytes: () => this.process!.rssBytes(),
+      kill: () => this.process!.kill(),
+      restart: async () => {
+        this.process = await startBenchServer({ dataDir, args: restartArgs });
+      },
+    };
+  }
+
+  private connect(baseUrl: string): void {
+    this.baseUrl = baseUrl;
+    this.client = new TicklerClient({ baseUrl, requestTimeoutMs: 600_000 });
+  }
+
+  attachInfo(): AttachInfo {
+    return { baseUrl: this.baseUrl };
+  }
+
+  async startWorkers(onStart: HandlerStart): Promise<void> {
+    const note = (level: string) => (details: object, message: string): void => {
+      this.problems.count += 1;
+      if (this.problems.samples.length < 3) this.problems.samples.push(`${level}: ${message} ${JSON.stringify(details).slice(0, 200)}`);
+    };
+    const logger: WorkerLogger = { debug: () => undefined, info: () => undefined, warn: note('warn'), error: note('error') };
+    this.worker = createWorker({
+      client: this.requireClient(),
+      pool,
+      concurrency: workerConcurrency,
+      logger,
+      handler: (run) => {
+        const handledAtMs = wallClock.nowMs();
+        if (isPayload(run.payload)) {
+          onStart({ index: run.payload.i, dueAtMs: run.payload.due, handledAtMs });
+        } else {
+          onStart({ index: -1, dueAtMs: Date.parse(run.scheduled_at), handledAtMs, recurringKey: run.job_id });
+        }
+      },
+    });
+    this.worker.start();
+  }
+
+  async stopWorkers(): Promise<void> {
+    await this.worker?.stop({ timeoutMs: 5_000 });
+    this.worker = undefined;
+  }
+
+  async createOne(job: BenchJob): Promise<string> {
+    return (await this.requireClient().createJob(oneShotOf(job))).job_id;
+  }
+
+  async createMany(jobs: readonly BenchJob[]): Promise<string[]> {
+    const ids: string[] = [];
+    for (let first = 0; first < jobs.length; first += batchJobsMax) {
+      const { results } = await this.requireClient().batchCreateJobs(jobs.slice(first, first + batchJobsMax).map(oneShotOf));
+      for (const result of results) {
+        if (!('job' in result)) throw new Error(`batch create failed: ${JSON.stringify(result)}`);
+        ids.push(result.job.job_id);
+      }
+    }
+    return ids;
+  }
+
+  async cancel(id: string): Promise<void> {
+    await this.requireClient().cancelJob(id);
+  }
+
+  async createRecurring(plan: RecurringPlan): Promise<void> {
+    // tolerance_s 0: no jitter, so every occurrence is due exactly on its scheduled second or minute.
+    const cron = plan.period === 'second' ? '* * * * * *' : '* * * * *';
+    const specs: JobCreateRequest[] = Array.from({ length: plan.count }, (_, index) => ({
+      key: `recurring-${index}`, schedule: { cron, tz: 'UTC' }, pool, tolerance_s: 0, payload: { r: index },
+    }));
+    for (let first = 0; first < specs.length; first += batchJobsMax) {
+      const { results } = await this.requireClient().batchCreateJobs(specs.slice(first, first + batchJobsMax));
+      const failed = results.find((result) => result.status !== 201 && result.status !== 200);
+      if (failed !== undefined) throw new Error(`recurring create failed: ${JSON.stringify(failed)}`);
+    }
+  }
+
+  async storeSizeBytes(): Promise<number> {
+    if (this.database !== undefined) {
+      const { databaseSizeBytes } = await import('../services.js');
+      return databaseSizeBytes(this.database.name);
+    }
+    const { statSync, readdirSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const dir = this.dataDir!.dir;
+    return readdirSync(dir).reduce((total, name) => total + statSync(join(dir, name)).size, 0);
+  }
+
+  async stop(): Promise<void> {
+    await this.stopWorkers();
+    if (this.process !== undefined) {
+      const code = await this.process.stop();
+      if (code !== 0) process.stderr.write(`tickler serve exited with ${code}:\n${this.process.stderrTail()}\n`);
+    }
+    await this.database?.drop();
+    this.dataDir?.remove();
+  }
+
+  private requireClient(): TicklerClient {
+    if (this.client === undefined) throw new Error(`${this.name} is not started`);
+    return this.client;
+  }
+}
+
+function oneShotOf(job: BenchJob): JobCreateRequest {
+  return { schedule: { at: new Date(job.dueAtMs).toISOString() }, pool, payload: payloadOf(job) };
+}

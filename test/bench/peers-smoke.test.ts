@@ -1,0 +1,75 @@
+// Smoke run of the side-by-side harness (issue 5) with tiny counts, so it cannot rot: the
+// real command, as a process, against tickler-sqlite and the first peer whose service
+// answers; the results file must hold well-formed, correct runs for both. Never a timing test.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { test } from 'node:test';
+import type { ResultsFile } from '../../bench/peers/results.js';
+import { unavailableReason } from '../../bench/peers/systems/index.js';
+import type { SystemName } from '../../bench/peers/types.js';
+
+const repoRoot = resolve(import.meta.dirname, '..', '..');
+const smokeTimeoutMs = 60_000;
+const workloadsSmoked = ['W2', 'W3'] as const;
+
+async function firstReachablePeer(): Promise<SystemName | undefined> {
+  for (const peer of ['bullmq', 'graphile-worker', 'pg-boss'] as const) {
+    if (await unavailableReason(peer) === undefined) return peer;
+  }
+  return undefined;
+}
+
+function runHarness(args: string[]): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/peers/run.ts', ...args],
+      { cwd: repoRoot, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.on('error', reject);
+    child.on('exit', (code) => resolvePromise({ code, stderr }));
+  });
+}
+
+test('the peers harness produces well-formed results for tickler-sqlite and a reachable peer', { timeout: smokeTimeoutMs }, async (t) => {
+  const peer = await firstReachablePeer();
+  if (peer === undefined) t.diagnostic('no peer service reachable (Redis, PostgreSQL): smoking tickler-sqlite alone');
+  const systems: SystemName[] = peer === undefined ? ['tickler-sqlite'] : ['tickler-sqlite', peer];
+  const dir = mkdtempSync(join(tmpdir(), 'peers-smoke-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const resultsPath = join(dir, 'results.json');
+  const docsDir = join(dir, 'docs');
+
+  const { code, stderr } = await runHarness(['--quick', '--workload', workloadsSmoked.join(','), '--system', systems.join(','),
+    '--results', resultsPath, '--docs-dir', docsDir, '--no-progress']);
+
+  assert.equal(code, 0, stderr.slice(-4_000));
+  const results = JSON.parse(readFileSync(resultsPath, 'utf8')) as ResultsFile;
+  assert.equal(results.quick, true);
+  for (const workload of workloadsSmoked) {
+    for (const system of systems) {
+      const run = results.runs.find((candidate) => candidate.workload === workload && candidate.system === system);
+      assert.ok(run !== undefined, `no ${workload} run for ${system}`);
+      assert.equal(run.error, undefined, `${workload} ${system} failed: ${run.error}`);
+      assert.ok(run.settings.length > 0);
+      assert.ok(run.figures.length >= 3, `${workload} ${system} has too few figures`);
+      for (const item of run.figures) {
+        assert.ok(item.value !== null && Number.isFinite(item.value), `${workload} ${system} ${item.key} = ${item.value}`);
+        if (item.better === 'zero') assert.equal(item.value, 0, `${workload} ${system}: ${item.label} must be 0`);
+      }
+      const valueOf = (key: string): number => run.figures.find((item) => item.key === key)!.value!;
+      if (workload === 'W2') {
+        assert.ok(valueOf('lag_p50') <= valueOf('lag_p99') && valueOf('lag_p99') <= valueOf('lag_max'), 'lag quantiles out of order');
+      } else {
+        assert.ok(valueOf('handled_per_s') > 0);
+      }
+    }
+  }
+  const report = readFileSync(join(docsDir, 'benchmarks-peers.md'), 'utf8');
+  assert.match(report, /## W2 precision/);
+  assert.match(readFileSync(join(docsDir, 'img', 'peers-W2.svg'), 'utf8'), /^<svg [^>]+>[\s\S]*tickler-sqlite[\s\S]*<\/svg>\n$/);
+});
