@@ -71,6 +71,18 @@ export const timingDefaults: TimingConfig = {
   leaseSweepIntervalMs: 1_000,
 };
 
+/**
+ * Under the virtual clock a test advances days at a time, and every renewal is a commit. The
+ * embedded store's data-directory lock already keeps a second process out, so long shard
+ * leases cost nothing there; explicit TICKLER_* timing settings still win.
+ */
+export const virtualClockTimingDefaults: TimingConfig = {
+  ...timingDefaults,
+  shardLeaseTtlMs: 600_000,
+  shardLeaseRenewIntervalMs: 180_000,
+  shardLeaseSafetyMarginMs: 120_000,
+};
+
 export function assertTiming(timing: TimingConfig): void {
   assert.ok(timing.shardLeaseRenewIntervalMs * 3 <= timing.shardLeaseTtlMs, 'renew at least three times per lease TTL');
   assert.ok(timing.shardLeaseSafetyMarginMs < timing.shardLeaseTtlMs - timing.shardLeaseRenewIntervalMs,
@@ -89,3 +101,4 @@ export const loadPageMax = 5_000;
 export const groupCommitMax = 2_000;
 
 assertTiming(timingDefaults);
+assertTiming(virtualClockTimingDefaults);

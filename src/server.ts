@@ -11,7 +11,8 @@ import { buildApp } from './api/app.js';
 import { SystemClock, VirtualClock, type Clock } from './clock.js';
 import { acquireDataDirLock, type DataDirLock } from './data-dir-lock.js';
 import { TicklerError } from './errors.js';
-import { assertTiming, cronToleranceSecondsDefault, payloadBytesMax, timingDefaults, type TimingConfig } from './limits.js';
+import { assertTiming, cronToleranceSecondsDefault, payloadBytesMax, timingDefaults, virtualClockTimingDefaults,
+  type TimingConfig } from './limits.js';
 import { createLogger, type Logger } from './obs/log.js';
 import { Metrics } from './obs/metrics.js';
 import { Scheduler } from './scheduler/scheduler.js';
@@ -49,7 +50,7 @@ const partitionMaintenanceIntervalMs = 3_600_000;
 
 export async function startServer(options: ServeOptions): Promise<RunningServer> {
   const logger = createLogger({ level: options.logLevel });
-  const timing: TimingConfig = { ...timingDefaults, ...options.timing };
+  const timing: TimingConfig = { ...(options.virtualClock ? virtualClockTimingDefaults : timingDefaults), ...options.timing };
   assertTiming(timing);
   const nodeId = options.nodeId ?? `${hostname()}-${process.pid}`;
   const clock: Clock = options.virtualClock ? new VirtualClock(options.startAtMs ?? Date.now()) : new SystemClock();

@@ -34,6 +34,8 @@ export function clusterPlanner(totalShards: number = shardCount): ShardPlanner {
       }
       return wanted;
     },
+    // Others join and leave at any time: a cluster node always looks.
+    isSatisfied: () => false,
     surplusShards(nodeId, leases, nowMs) {
       const share = fairShare(liveNodes(nodeId, leases, nowMs).length);
       const mine = leases.filter((lease) => lease.nodeId === nodeId && lease.expiresAtMs > nowMs)

@@ -26,6 +26,8 @@ export interface ShardPlanner {
   wantedShards(nodeId: string, allLeases: readonly ShardLease[], nowMs: number): number[];
   /** Shards to hand back so that others can take a fair share. */
   surplusShards(nodeId: string, allLeases: readonly ShardLease[], nowMs: number): number[];
+  /** True when holding `heldCount` shards leaves nothing to plan (skips reading every lease). */
+  isSatisfied(heldCount: number): boolean;
 }
 
 export interface ShardLeaseManagerOptions {
@@ -108,6 +110,7 @@ export class ShardLeaseManager {
     if (this.stopped) return;
     const { store, clock, nodeId, timing, planner } = this.options;
     await this.renew();
+    if (planner.isSatisfied(this.held.size)) return;
     const allLeases = await store.listShardLeases();
     const surplus = planner.surplusShards(nodeId, allLeases, clock.nowMs()).filter((shard) => this.held.has(shard));
     if (surplus.length > 0) await this.release(surplus);
@@ -180,5 +183,6 @@ export function allShardsPlanner(shardCount: number): ShardPlanner {
   return {
     wantedShards: () => all,
     surplusShards: () => [],
+    isSatisfied: (heldCount) => heldCount === shardCount,
   };
 }
