@@ -24,6 +24,7 @@ interface PrecisionSizes {
 const fullSizes: PrecisionSizes = { ratePerS: 5_000, durationS: 60, workerConcurrency: 500 };
 const quickSizes: PrecisionSizes = { ratePerS: 50, durationS: 2, workerConcurrency: 10 };
 const drainTimeoutMs = 60_000;
+const quickDrainTimeoutMs = 15_000;
 
 export const precisionBenchmark: Benchmark = {
   name: 'precision',
@@ -54,8 +55,9 @@ async function runPrecision(context: BenchContext): Promise<BenchResult> {
   const lastDueMs = fireAtOf(count - 1);
   await sleepUntil(lastDueMs);
   context.log('precision: last timer due; draining');
-  const drained = await worker.waitForHandled(created.created, drainTimeoutMs);
-  if (!drained) notes.push(`the worker handled ${worker.handledCount} of ${created.created} runs within ${drainTimeoutMs} ms of the last due time`);
+  const drainLimitMs = context.quick ? quickDrainTimeoutMs : drainTimeoutMs;
+  const drained = await worker.waitForHandled(created.created, drainLimitMs);
+  if (!drained) notes.push(`the worker handled ${worker.handledCount} of ${created.created} runs within ${drainLimitMs} ms of the last due time`);
   await worker.stop();
 
   const runs = await readRuns(server.client, firstDueMs, lastDueMs + 1);
