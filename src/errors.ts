@@ -12,7 +12,6 @@ export const errorCatalogue = {
   unauthorized: { status: 401, retryable: false },
   forbidden: { status: 403, retryable: false },
   not_found: { status: 404, retryable: false },
-  method_not_allowed: { status: 405, retryable: false },
   key_conflict: { status: 409, retryable: false },
   stale_token: { status: 409, retryable: false },
   cancelled: { status: 409, retryable: false },
@@ -21,6 +20,8 @@ export const errorCatalogue = {
   unsupported_media_type: { status: 415, retryable: false },
   rate_limited: { status: 429, retryable: true },
   unavailable: { status: 503, retryable: true },
+  /** A programmer error, never a client's mistake; the log has the details. */
+  internal: { status: 500, retryable: false },
 } as const;
 
 export type ErrorCode = keyof typeof errorCatalogue;

@@ -88,7 +88,7 @@ function checkPayload(payload: unknown, payloadBytesMax: number): void {
 }
 
 /** Checks across fields, then compiles the schedule (which throws invalid_schedule / invalid_timezone). */
-export function checkSpec(spec: JobSpec, payloadBytesMax: number): CompiledSchedule {
+export function checkSpec(spec: JobSpec, payloadBytesMax: number, nowMs: number): CompiledSchedule {
   checkPayload(spec.payload, payloadBytesMax);
   if (spec.retry.max_s < spec.retry.base_s) {
     throw new TicklerError('invalid_request', 'retry.max_s must not be below retry.base_s', { field: 'retry.max_s' });
@@ -101,7 +101,8 @@ export function checkSpec(spec: JobSpec, payloadBytesMax: number): CompiledSched
       throw new TicklerError('invalid_request', `label ${name} holds a control character`, { field: `labels.${name}` });
     }
   }
-  return compileSchedule(spec.schedule, spec.dst);
+  // With nowMs the compiler also rejects a cron expression with no occurrence in the next 5 years.
+  return compileSchedule(spec.schedule, spec.dst, { nowMs });
 }
 
 /** A create body with every default filled in, checked and compiled. */
@@ -126,7 +127,7 @@ export function specFromCreate(input: JobCreateBody, context: SpecContext): Comp
     resources: input.resources ?? [],
     labels: input.labels ?? {},
   };
-  return { spec, schedule: checkSpec(spec, context.payloadBytesMax) };
+  return { spec, schedule: checkSpec(spec, context.payloadBytesMax, context.nowMs) };
 }
 
 /**
@@ -153,7 +154,7 @@ export function specFromPatch(current: JobSpec, patch: JobPatchBody, context: Sp
   if (patch.resources !== undefined) spec.resources = patch.resources;
   if (patch.labels !== undefined) spec.labels = patch.labels;
   const timingChanged = patch.schedule !== undefined || patch.tolerance_s !== undefined || patch.dst !== undefined;
-  return { spec, schedule: checkSpec(spec, context.payloadBytesMax), timingChanged };
+  return { spec, schedule: checkSpec(spec, context.payloadBytesMax, context.nowMs), timingChanged };
 }
 
 /** NUL, newlines and the other C0 controls, and DEL. */

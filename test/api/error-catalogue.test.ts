@@ -11,7 +11,7 @@ import { schemaIssueToError, toTicklerError, dottedPath } from '../../src/api/ht
 /** Codes in errors.ts beyond the table ("More codes may be added"), each with its reason. */
 const extensions: Record<string, string> = {
   unsupported_media_type: 'the 415 a body that is not application/json gets',
-  method_not_allowed: 'reserved; routes answer not_found for unknown methods today',
+  internal: 'the 500 of a programmer error; never an answer to bad input',
 };
 
 function contractTable(): Map<string, number> {
