@@ -160,6 +160,25 @@ void describe('postgres store', { skip: skip ?? false }, () => {
     }
   });
 
+  void it('refuses text PostgreSQL cannot store (NUL) as invalid input, failing only the call that carried it', async () => {
+    const handle = await openTestStore();
+    try {
+      const { store } = handle;
+      const good = jobRecord(jobSpec({ key: 'good' }), t0Ms);
+      const bad = jobRecord(jobSpec({ key: 'bad\u0000key' }), t0Ms);
+      const [goodOutcome, badOutcome] = await Promise.allSettled([
+        store.createJobs([{ job: good, timer: timerAt(t0Ms + 60_000) }], t0Ms),
+        store.createJobs([{ job: bad, timer: timerAt(t0Ms + 60_000) }], t0Ms),
+      ]);
+      assert.equal(goodOutcome.status === 'fulfilled' && goodOutcome.value[0]?.kind, 'created');
+      assert.ok(badOutcome.status === 'rejected' && isTicklerError(badOutcome.reason)
+        && badOutcome.reason.code === 'invalid_request');
+      await assert.rejects(store.getJob(null, 'j_\u0000'), (error: unknown) => isTicklerError(error) && error.code === 'invalid_request');
+    } finally {
+      await handle.cleanup();
+    }
+  });
+
   void it('rejects with unavailable within seconds when the server is unreachable', async () => {
     const closed = net.createServer();
     closed.listen(0, '127.0.0.1');

@@ -116,11 +116,21 @@ export function isUnavailableError(error: unknown): boolean {
   return unavailableMessages.some((text) => error.message.includes(text));
 }
 
-/** Rethrows connection-level failures as `unavailable`; anything else is a bug and stays as is. */
+/** PostgreSQL text cannot hold NUL (SQLite can): input carrying one is refused, not a 500. */
+const unstorableTextSqlStates = new Set(['22021', '22P05']);
+
+/**
+ * Rethrows connection-level failures as `unavailable` and unstorable text as
+ * `invalid_request`; anything else is a bug and stays as is.
+ */
 export function mapStoreError(error: unknown, operation: string): never {
   if (isTicklerError(error)) throw error;
   if (isUnavailableError(error)) {
     throw new TicklerError('unavailable', `the PostgreSQL store is unreachable (${operation})`, { cause: error });
+  }
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && unstorableTextSqlStates.has(code)) {
+    throw new TicklerError('invalid_request', 'text with a NUL character cannot be stored', { cause: error });
   }
   throw error;
 }

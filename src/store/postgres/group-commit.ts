@@ -2,8 +2,9 @@
  * Group commit: calls arriving in the same event-loop turn, or while the transactions in
  * flight are busy, share one transaction (DESIGN.md "Storage"). A commit is one fsync
  * however many rows it carries, so coalescing is what makes thousands of single creates per
- * second possible. A failed transaction fails every call it carried; the next batch is
- * independent. A call is never split across transactions, so its items commit together.
+ * second possible. A transaction that failed for the database's reasons fails
+ * every call it carried; one that failed on some call's input is retried call by call. A
+ * call is never split across transactions, so its items commit together.
  */
 import assert from 'node:assert/strict';
 
@@ -27,6 +28,8 @@ export class GroupCommitter<Item, Outcome> {
     private readonly commit: (items: Item[]) => Promise<Outcome[]>,
     private readonly itemsPerCommitMax: number,
     private readonly commitsInFlightMax: number,
+    /** True when a shared transaction failed for a reason one call may own (bad input), not for all. */
+    private readonly isolateOn: (error: unknown) => boolean = () => false,
   ) {
     assert.ok(itemsPerCommitMax >= 1 && commitsInFlightMax >= 1);
   }
@@ -73,6 +76,12 @@ export class GroupCommitter<Item, Outcome> {
     try {
       outcomes = await this.commit(calls.flatMap((call) => call.items));
     } catch (error) {
+      if (calls.length > 1 && this.isolateOn(error)) {
+        // One caller's input may have failed everyone's transaction: retry each call alone
+        // so that only its owner sees the error.
+        for (const call of calls) await this.run([call]);
+        return;
+      }
       for (const call of calls) call.reject(error);
       return;
     }

@@ -10,6 +10,7 @@
  */
 import type pg from 'pg';
 import { groupCommitMax, timingDefaults } from '../../limits.js';
+import { isTicklerError } from '../../errors.js';
 import { silentLogger, type Logger } from '../../obs/log.js';
 import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
 import type {
@@ -57,7 +58,8 @@ export class PostgresStore implements Store {
   constructor(private readonly context: StoreContext, private readonly notifier: Notifier, readonly schema: string) {
     this.creates = new GroupCommitter(
       (items) => transaction(context, 'createJobs', (tx) => createJobsWithin(tx, items, context.nearHorizonMs)),
-      groupCommitMax, createCommitsInFlightMax);
+      groupCommitMax, createCommitsInFlightMax,
+      (error) => !(isTicklerError(error) && error.code === 'unavailable'));
   }
 
   get pool(): pg.Pool {

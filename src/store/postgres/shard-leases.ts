@@ -9,6 +9,7 @@
  * dispatch's FOR SHARE (also in shard order) cannot deadlock each other.
  */
 import type { ShardLease } from '../store.js';
+import { numberArray } from './array-literals.js';
 import { query, type StoreContext } from './context.js';
 
 /** `$1` = use the database clock, `$2` = the caller's nowMs. */
@@ -39,7 +40,7 @@ export async function acquireShardLeases(context: StoreContext, nodeId: string, 
       WHERE EXCLUDED.token > l.token
         AND ($6::bool OR l.node_id IS NULL OR l.node_id = $3 OR l.expires_at <= ${nowSql})
      RETURNING l.shard, l.node_id, l.token::text AS token, l.expires_at`,
-    [context.useDatabaseClock, nowMs, nodeId, ttlMs, [...new Set(shards)], force]);
+    [context.useDatabaseClock, nowMs, nodeId, ttlMs, numberArray([...new Set(shards)]), force]);
   return result.rows.map(leaseFromRow).sort((a, b) => a.shard - b.shard);
 }
 

@@ -6,6 +6,7 @@
  */
 import type { JobRecord } from '../../domain/types.js';
 import type { LoadTimersQuery, LoadedTimer, TimerWrite } from '../store.js';
+import { numberArray, textArray } from './array-literals.js';
 import { query, transaction, type StoreContext } from './context.js';
 import { jobColumns, jobFromRow, loadedTimerColumns, loadedTimerFromRow, type JobRow, type LoadedTimerRow } from './rows.js';
 import type { TimerRef } from './notifier.js';
@@ -18,7 +19,7 @@ export async function loadTimers(context: StoreContext, request: LoadTimersQuery
     `SELECT ${loadedTimerColumns} FROM timers t JOIN jobs j ON j.job_id = t.job_id
       WHERE t.fire_at < $2 AND (t.fire_at, t.timer_id) > ($3, $4) AND t.shard = ANY($1::int[])
       ORDER BY t.fire_at, t.timer_id LIMIT $5`,
-    [request.shards, request.untilMs, after.fireAtMs, after.timerId, request.limit]);
+    [numberArray(request.shards), request.untilMs, after.fireAtMs, after.timerId, request.limit]);
   return result.rows.map(loadedTimerFromRow);
 }
 
@@ -31,7 +32,7 @@ export async function loadTimersByRef(context: StoreContext, refs: readonly Time
        JOIN timers t ON t.fire_at = r.fire_at AND t.timer_id = r.timer_id
        JOIN jobs j ON j.job_id = t.job_id
       ORDER BY t.fire_at, t.timer_id`,
-    [refs.map((ref) => ref.fireAtMs), refs.map((ref) => ref.timerId)]);
+    [numberArray(refs.map((ref) => ref.fireAtMs)), textArray(refs.map((ref) => ref.timerId))]);
   return result.rows.map(loadedTimerFromRow);
 }
 
