@@ -8,6 +8,7 @@ import type { Clock } from '../src/clock.js';
 import type { ChaosDatabase } from './database.js';
 import type { PlannedFault } from './fault-plan.js';
 import type { HistoryRecorder } from './recorder.js';
+import { describeError as describe } from './driver.js';
 import type { ManagedProcess, Supervisor } from './supervisor.js';
 
 export interface FaultInjectorDeps {
@@ -27,6 +28,10 @@ export class FaultInjector {
   private readonly deps: FaultInjectorDeps;
   readonly applied: PlannedFault[] = [];
   readonly skipped: { fault: PlannedFault; reason: string }[] = [];
+  /** Faults that could not be undone (a process that would not restart): findings of the run. */
+  readonly failures: string[] = [];
+  /** Processes under a fault right now: a second fault waits its turn rather than race the first. */
+  private readonly faulted = new Set<string>();
 
   constructor(deps: FaultInjectorDeps) {
     this.deps = deps;
@@ -36,7 +41,11 @@ export class FaultInjector {
     const running: Promise<void>[] = [];
     for (const fault of plan) {
       await this.waitUntil(phaseStartMs + fault.startOffsetMs);
-      running.push(this.apply(fault));
+      running.push(this.apply(fault).catch((error: unknown) => {
+        const message = `fault ${fault.faultId} (${fault.kind} of ${fault.target}) failed: ${describe(error)}`;
+        this.failures.push(message);
+        this.deps.log(message);
+      }));
     }
     await Promise.all(running);
   }
@@ -48,25 +57,36 @@ export class FaultInjector {
   }
 
   private async apply(fault: PlannedFault): Promise<void> {
-    const { supervisor, recorder, database } = this.deps;
+    const { supervisor, database } = this.deps;
     if (fault.kind === 'postgres_restart') {
       if (database.restart === null) {
         this.skipped.push({ fault, reason: 'no private cluster' });
         return;
       }
-      recorder.record({ type: 'fault_start', faultId: fault.faultId, kind: fault.kind, target: 'postgres' });
+      this.deps.recorder.record({ type: 'fault_start', faultId: fault.faultId, kind: fault.kind, target: 'postgres' });
       this.deps.log(`fault ${fault.faultId}: postgres restart -m immediate`);
       await database.restart();
-      recorder.record({ type: 'fault_end', faultId: fault.faultId });
+      this.deps.recorder.record({ type: 'fault_end', faultId: fault.faultId });
       this.applied.push(fault);
       return;
     }
     const target = await this.resolveTarget(fault);
     if (target === null) {
-      this.skipped.push({ fault, reason: `${fault.target} is not running` });
+      this.skipped.push({ fault, reason: `${fault.target} is not running or already faulted` });
       return;
     }
     const managed = supervisor.get(target);
+    this.faulted.add(target);
+    try {
+      await this.applyToProcess(fault, managed);
+    } finally {
+      this.faulted.delete(target);
+    }
+  }
+
+  private async applyToProcess(fault: PlannedFault, managed: ManagedProcess): Promise<void> {
+    const { recorder } = this.deps;
+    const target = managed.spec.name;
     recorder.record({ type: 'fault_start', faultId: fault.faultId, kind: fault.kind, target });
     this.deps.log(`fault ${fault.faultId}: ${fault.kind} of ${target} for ${fault.durationMs} ms`);
     if (fault.kind === 'scheduler_kill' || fault.kind === 'worker_kill') {
@@ -84,7 +104,7 @@ export class FaultInjector {
 
   private async resolveTarget(fault: PlannedFault): Promise<string | null> {
     const { supervisor, schedulers } = this.deps;
-    const isRunning = (name: string): boolean => supervisor.get(name).state === 'running';
+    const isRunning = (name: string): boolean => supervisor.get(name).state === 'running' && !this.faulted.has(name);
     if (fault.target !== 'busy-owner') return isRunning(fault.target) ? fault.target : null;
     const running = schedulers.filter(isRunning);
     const owner = await this.deps.busiestOwner(running);

@@ -42,8 +42,11 @@ const faultWeights: readonly (readonly [FaultKind, number])[] = [
   ['postgres_restart', 1],
 ];
 
-/** How long a process needs after its fault ends before it counts as settled for the next fault. */
-const restartAllowanceMs = 1_500;
+/**
+ * How long a process needs after its fault ends before it counts as settled for the next fault:
+ * a node under tsx takes a few seconds to start on a loaded two-core machine.
+ */
+const restartAllowanceMs = 5_000;
 
 export function planFaults(prng: Prng, options: FaultPlanOptions): PlannedFault[] {
   const gapMsMin = options.gapMsMin ?? 2_000;

@@ -192,6 +192,7 @@ async function runPhases(args: RunArguments, context: Context): Promise<number> 
   const nodeFindings = [
     ...supervisor.unexpectedExits.map((exit) => `${exit.name} exited on its own (code ${exit.code}, signal ${exit.signal})`),
     ...stubborn.map((name) => `${name} did not stop within ${nodeStopTimeoutMs} ms of SIGTERM`),
+    ...injector.failures,
   ];
   for (const finding of nodeFindings) log(`node finding: ${finding}`);
   if (database.note !== null) log(`note: ${database.note}`);
