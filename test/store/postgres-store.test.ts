@@ -9,6 +9,7 @@ import net from 'node:net';
 import { describe, it } from 'node:test';
 import { isTicklerError } from '../../src/errors.js';
 import { booleanArray, numberArray, textArray } from '../../src/store/postgres/array-literals.js';
+import { withClient } from '../../src/store/postgres/connection.js';
 import { openPostgresStore } from '../../src/store/postgres/index.js';
 import { listPartitions, partitionDurationMs } from '../../src/store/postgres/partitions.js';
 import type { LoadedTimer } from '../../src/store/store.js';
@@ -174,6 +175,23 @@ void describe('postgres store', { skip: skip ?? false }, () => {
       assert.ok(badOutcome.status === 'rejected' && isTicklerError(badOutcome.reason)
         && badOutcome.reason.code === 'invalid_request');
       await assert.rejects(store.getJob(null, 'j_\u0000'), (error: unknown) => isTicklerError(error) && error.code === 'invalid_request');
+    } finally {
+      await handle.cleanup();
+    }
+  });
+
+  void it('answers unavailable when the backend dies between two statements, and the pool recovers', async () => {
+    const handle = await openTestStore();
+    try {
+      const { store } = handle;
+      await assert.rejects(withClient(store.pool, 'test', async (client) => {
+        const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+        const ended = once(client, 'end');
+        await store.pool.query('SELECT pg_terminate_backend($1)', [pid]);
+        await ended;
+        await client.query('SELECT 1');
+      }), (error: unknown) => isTicklerError(error) && error.code === 'unavailable');
+      await store.ping();
     } finally {
       await handle.cleanup();
     }

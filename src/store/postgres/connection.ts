@@ -156,31 +156,55 @@ export interface CommitHooks {
   afterCommit(transaction: Transaction): void;
 }
 
-export async function withTransaction<T>(pool: pg.Pool, hooks: CommitHooks, operation: string,
-  body: (transaction: Transaction) => Promise<T>): Promise<T> {
+/**
+ * Runs `body` on a pooled client. pg-pool stops listening for a client's 'error' events
+ * while it is checked out; a connection that dies between two statements would then throw
+ * from an event emitter and take the process down. The listener here keeps it, and a client
+ * whose connection failed is destroyed rather than returned to the pool.
+ */
+export async function withClient<T>(pool: pg.Pool, operation: string,
+  body: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   let client: pg.PoolClient;
   try {
     client = await pool.connect();
   } catch (error) {
-    mapStoreError(error, operation);
+    return mapStoreError(error, operation);
   }
-  const transaction = new Transaction(client);
-  let broken: unknown;
+  let connectionError: Error | undefined;
+  const onError = (error: Error): void => {
+    connectionError ??= error;
+  };
+  client.on('error', onError);
+  let failure: unknown;
   try {
-    await client.query('BEGIN');
-    const value = await body(transaction);
-    await hooks.beforeCommit(transaction);
-    await client.query('COMMIT');
-    hooks.afterCommit(transaction);
-    return value;
+    return await body(client);
   } catch (error) {
-    broken = error;
-    await rollbackQuietly(client, error);
+    failure = error;
     return mapStoreError(error, operation);
   } finally {
-    // A client whose connection failed must not go back to the pool.
-    client.release(broken !== undefined && isUnavailableError(broken) ? (broken as Error) : undefined);
+    client.removeListener('error', onError);
+    const broken = connectionError ?? (failure !== undefined && isUnavailableError(failure) ? failure as Error : undefined);
+    client.release(broken);
   }
+}
+
+export function withTransaction<T>(pool: pg.Pool, hooks: CommitHooks, operation: string,
+  body: (transaction: Transaction) => Promise<T>): Promise<T> {
+  return withClient(pool, operation, async (client) => {
+    const transaction = new Transaction(client);
+    await client.query('BEGIN');
+    let value: T;
+    try {
+      value = await body(transaction);
+      await hooks.beforeCommit(transaction);
+      await client.query('COMMIT');
+    } catch (error) {
+      await rollbackQuietly(client, error);
+      throw error;
+    }
+    hooks.afterCommit(transaction);
+    return value;
+  });
 }
 
 async function rollbackQuietly(client: pg.PoolClient, original: unknown): Promise<void> {

@@ -18,7 +18,7 @@ import type {
   HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun, LoadTimersQuery,
   LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, Store, TeamScope, TimerWrite,
 } from '../store.js';
-import { createPool, mapStoreError, poolSizeDefault, queryPool, type CommitHooks } from './connection.js';
+import { createPool, mapStoreError, poolSizeDefault, queryPool, withClient, type CommitHooks } from './connection.js';
 import { query, transaction, type StoreContext } from './context.js';
 import { dispatch } from './dispatch.js';
 import { GroupCommitter } from './group-commit.js';
@@ -71,20 +71,8 @@ export class PostgresStore implements Store {
     return this.notifier.waitUntilListening();
   }
 
-  async maintainPartitions(nowMs: number): Promise<PartitionReport> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.context.pool.connect();
-    } catch (error) {
-      mapStoreError(error, 'maintainPartitions');
-    }
-    try {
-      return await maintainPartitions(client, nowMs);
-    } catch (error) {
-      mapStoreError(error, 'maintainPartitions');
-    } finally {
-      client.release();
-    }
+  maintainPartitions(nowMs: number): Promise<PartitionReport> {
+    return withClient(this.context.pool, 'maintainPartitions', (client) => maintainPartitions(client, nowMs));
   }
 
   onRunsReady(listener: (pool: string) => void): () => void {
@@ -225,12 +213,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const pool = createPool({ url: options.url, schema, poolSize: options.poolSize ?? poolSizeDefault, logger });
   let notifier: Notifier | undefined;
   try {
-    const client = await pool.connect().catch((error: unknown) => mapStoreError(error, 'open'));
-    try {
-      await migrate(client, schema).catch((error: unknown) => mapStoreError(error, 'open'));
-    } finally {
-      client.release();
-    }
+    await withClient(pool, 'open', (client) => migrate(client, schema));
     const hooks: CommitHooks = {
       beforeCommit: (tx) => notifier!.notifyWithin(tx),
       afterCommit: (tx) => notifier!.emitLocal(tx.readyPools, tx.nearTimers),
