@@ -170,7 +170,7 @@ void describe('process supervisor', () => {
     await supervisor.terminateAll(2_000);
     rmSync(directory, { recursive: true, force: true });
   });
-  const script = "console.log('up'); setInterval(() => {}, 1000); process.on('SIGTERM', () => process.exit(0));";
+  const script = "process.on('SIGTERM', () => process.exit(0)); setInterval(() => {}, 1000); console.log('up');";
 
   void it('kills, restarts, stops and continues a real process', async () => {
     const managed = supervisor.add({ name: 'sleeper', command: process.execPath, args: ['-e', script],
@@ -194,12 +194,14 @@ void describe('process supervisor', () => {
 
   void it('notices a process that exits on its own', async () => {
     const managed = supervisor.add({ name: 'quitter', command: process.execPath,
-      args: ['-e', "console.log('up'); setTimeout(() => process.exit(3), 50)"],
+      // It quits when told to by someone other than the supervisor.
+      args: ['-e', "process.on('SIGUSR2', () => process.exit(3)); setInterval(() => {}, 1000); console.log('up')"],
       logPath: join(directory, 'quitter.log'), readyLogText: 'up' });
     const exited = new Promise<void>((resolve) => {
       exitWaiter = resolve;
     });
     await managed.start();
+    process.kill(managed.pid as number, 'SIGUSR2');
     await exited;
     assert.equal(managed.state, 'down');
     assert.deepEqual(exits, [{ name: 'quitter', incarnation: 1, code: 3, signal: null }]);
