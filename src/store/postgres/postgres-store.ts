@@ -30,9 +30,8 @@ import { maintainPartitions, type PartitionReport } from './partitions.js';
 import { migrate } from './schema.js';
 import { acquireShardLeases, listShardLeases, releaseShardLeases, renewShardLeases } from './shard-leases.js';
 import { countJobsWithoutTimer, findJobsWithoutTimer, loadTimers, loadTimersByRef, repairJobTimer } from './timers.js';
-import {
-  completeRun, expireRunLeases, heartbeatRun, leaseRuns, nextReadyAtMs, nextRunDeadlineMs,
-} from './worker-runs.js';
+import { completeRun } from './run-completion.js';
+import { expireRunLeases, heartbeatRun, leaseRuns, nextReadyAtMs, nextRunDeadlineMs } from './worker-runs.js';
 
 export interface PostgresStoreOptions {
   url: string;

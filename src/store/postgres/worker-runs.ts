@@ -1,25 +1,22 @@
 /**
  * The worker side of runs (DESIGN.md flow 6–7): lease in batches with `FOR UPDATE SKIP
  * LOCKED` (one statement claims up to `max` runs, writes their events and reads their
- * payloads), heartbeat and complete fenced by the attempt's token in the statement that
- * writes (invariant 4), lease expiry, replay.
+ * payloads), heartbeat fenced by the attempt's token in the statement that writes
+ * (invariant 4), lease expiry. Completion is in run-completion.ts.
  *
  * Lock order, to stay clear of deadlocks with dispatch (which locks the job row, then
  * writes runs): a transaction here locks runs first, and locks a job row only to release a
  * `buffer_one` held run, after which it touches no run it had not locked already except
  * that held run, which dispatch never locks.
  */
-import { hasAttemptsLeft, retryDelayMs } from '../../domain/retry.js';
+import { hasAttemptsLeft } from '../../domain/retry.js';
 import type { RetrySpec, RunStatus } from '../../domain/types.js';
-import type {
-  CompleteOutcome, CompleteRequest, ExpiredLease, HeartbeatOutcome, LeaseRunsRequest, LeasedRun, TeamScope,
-} from '../store.js';
+import type { ExpiredLease, HeartbeatOutcome, LeaseRunsRequest, LeasedRun, TeamScope } from '../store.js';
 import type { Transaction } from './connection.js';
 import { query, transaction, type StoreContext } from './context.js';
-import { jsonParam, runColumns, runFromRow, type RunRow } from './rows.js';
 import { appendEvents, releaseHeldRuns } from './writes.js';
 
-const tokenPattern = /^\d{1,19}$/;
+export const tokenPattern = /^\d{1,19}$/;
 
 export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest): Promise<LeasedRun[]> {
   if (request.max <= 0) return [];
@@ -70,7 +67,7 @@ export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest
 }
 
 /** Why a fenced write matched nothing: unknown run, a cancelled (replaced) run, or a stale token. */
-function classifyMiss(run: { status: RunStatus } | undefined): { kind: 'not_found' } | { kind: 'stale_token' } | { kind: 'cancelled' } {
+export function classifyMiss(run: { status: RunStatus } | undefined): { kind: 'not_found' } | { kind: 'stale_token' } | { kind: 'cancelled' } {
   if (run === undefined) return { kind: 'not_found' };
   return run.status === 'cancelled' ? { kind: 'cancelled' } : { kind: 'stale_token' };
 }
@@ -92,58 +89,8 @@ export async function heartbeatRun(context: StoreContext, team: TeamScope, runId
   return classifyMiss(current.rows[0]);
 }
 
-interface LockedRun extends RunRow {
-  fencing_token: string | null;
-  attempt_base: number;
-  retry: RetrySpec;
-  overlap: string;
-}
-
-export function completeRun(context: StoreContext, request: CompleteRequest): Promise<CompleteOutcome> {
-  return transaction(context, 'completeRun', async (tx) => {
-    const locked = await tx.query<LockedRun>(
-      `SELECT ${runColumns}, r.fencing_token::text AS fencing_token, r.attempt_base,
-              j.spec->'retry' AS retry, j.spec->>'overlap' AS overlap
-         FROM runs r JOIN jobs j ON j.job_id = r.job_id
-        WHERE r.run_id = $1 AND ($2::text IS NULL OR r.team = $2) FOR UPDATE OF r`, [request.runId, request.team]);
-    const run = locked.rows[0];
-    if (run === undefined || run.status !== 'running' || run.fencing_token !== request.fencingToken) {
-      return classifyMiss(run);
-    }
-    const attemptsUsed = run.attempt - run.attempt_base;
-    let status: RunStatus;
-    let readyAtMs: number | null = null;
-    let eventType: string;
-    if (request.status === 'succeeded') {
-      status = 'succeeded';
-      eventType = 'succeeded';
-    } else if (request.status === 'failed' && hasAttemptsLeft(run.retry, attemptsUsed)) {
-      status = 'retry_wait';
-      readyAtMs = request.nowMs + retryDelayMs(run.retry, attemptsUsed, context.random());
-      eventType = 'retry_scheduled';
-    } else {
-      status = 'dead';
-      eventType = 'dead';
-    }
-    const final = status !== 'retry_wait';
-    const updated = await tx.query<RunRow>(
-      `UPDATE runs r SET status = $2, ready_at = $3, finished_at = $4, lease_expires_at = NULL, last_error = $5,
-                         result = $6::json
-        WHERE r.run_id = $1 RETURNING ${runColumns}`,
-      [run.run_id, status, readyAtMs, final ? request.nowMs : null, status === 'succeeded' ? null : request.error,
-        jsonParam(request.result ?? null)]);
-    const detail = status === 'succeeded' ? null
-      : status === 'retry_wait' ? { error: request.error, delayMs: readyAtMs! - request.nowMs }
-        : { error: request.error, completion: request.status };
-    await appendEvents(tx, [{ runId: run.run_id, atMs: request.nowMs, type: eventType, fromStatus: 'running',
-      toStatus: status, detail }]);
-    if (final) await releaseHeldOf(tx, [{ jobId: run.job_id, overlap: run.overlap }], request.nowMs);
-    return { kind: 'completed', run: runFromRow(updated.rows[0]!) };
-  });
-}
-
 /** Locks the buffer_one jobs (serialising with dispatch, which may be holding a new run) and releases. */
-async function releaseHeldOf(tx: Transaction, jobs: readonly { jobId: string; overlap: string }[], nowMs: number): Promise<void> {
+export async function releaseHeldOf(tx: Transaction, jobs: readonly { jobId: string; overlap: string }[], nowMs: number): Promise<void> {
   const jobIds = [...new Set(jobs.filter((job) => job.overlap === 'buffer_one').map((job) => job.jobId))].sort();
   if (jobIds.length === 0) return;
   await tx.query('SELECT 1 FROM jobs WHERE job_id = ANY($1::text[]) ORDER BY job_id FOR UPDATE', [jobIds]);
