@@ -58,6 +58,20 @@ export class FaultTimeline {
     return [...kinds].sort();
   }
 
+  /**
+   * When the database came back, for an occurrence due while it was down: nothing can fire
+   * during a database outage, so the loose bound counts from its end.
+   */
+  outageEndMs(fireAtMs: number): number | null {
+    let endMs: number | null = null;
+    for (const window of this.windows) {
+      if (window.kind === 'postgres_restart' && window.startMs <= fireAtMs && fireAtMs <= window.endMs) {
+        endMs = Math.max(endMs ?? window.endMs, window.endMs);
+      }
+    }
+    return endMs;
+  }
+
   get count(): number {
     return this.windows.length;
   }

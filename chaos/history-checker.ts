@@ -235,8 +235,12 @@ function checkOccurrence(occurrence: Occurrence, observations: Observations, fau
   }
   tally.lagInsideMs.push(lagMs);
   for (const kind of faultKinds) push(tally.lagByKindMs, kind, lagMs);
-  if (lagMs > boundMs) {
-    tally.violate('late_inside_fault', `${what} fired ${lagMs} ms late during ${faultKinds.join('+')} (bound ${boundMs} ms)`);
+  const outageEndMs = faults.outageEndMs(fireAtMs);
+  const boundedLagMs = outageEndMs === null ? lagMs : firstDispatchAtMs - outageEndMs;
+  if (boundedLagMs > boundMs) {
+    const since = outageEndMs === null ? '' : `, ${boundedLagMs} ms after the database came back`;
+    tally.violate('late_inside_fault',
+      `${what} fired ${lagMs} ms late${since} during ${faultKinds.join('+')} (bound ${boundMs} ms)`);
   }
 }
 

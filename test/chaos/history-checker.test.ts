@@ -147,6 +147,18 @@ void describe('history checker', () => {
     assert.deepEqual(kindsOf(pastLooseBound), ['late_inside_fault']);
   });
 
+  void it('counts the loose bound from the end of a database outage for what fell due during it', () => {
+    const at = t0 + 20_000;
+    const outage: HistoryEvent[] = [
+      { type: 'fault_start', atMs: at - 1_000, faultId: 'f1', kind: 'postgres_restart', target: 'postgres' },
+      { type: 'fault_end', atMs: at + 5_000, faultId: 'f1' },
+    ];
+    const soonAfter = checkHistory([...outage, ...healthyOneShot('j1', at, 8_000)], options);
+    assert.deepEqual(soonAfter.violations, []);
+    assert.equal(soonAfter.lag.byFaultKind.postgres_restart?.maxMs, 7_995, 'the quantiles keep the raw lag');
+    assert.deepEqual(kindsOf(checkHistory([...outage, ...healthyOneShot('j1', at, 10_000)], options)), ['late_inside_fault']);
+  });
+
   void it('allows a redelivery after the lease expired', () => {
     const at = t0 + 5_000;
     const first = dispatch('j1', at, at + 10, { leaseMs: 5_000 });
