@@ -194,7 +194,7 @@ function checkOccurrence(occurrence: Occurrence, observations: Observations, fau
   const boundMs = faultKinds.length > 0 ? options.faultLagBoundMs : options.lagBoundMs;
   const wanted = wantedAt(job, fireAtMs, boundMs);
   const firstSeenAtMs = dispatches.length === 0 ? null : Math.min(...dispatches.map((dispatch) => dispatch.atMs));
-  const ledgerDispatchedAtMs = ledger?.dispatchedAtMs ?? null;
+  const ledgerDispatchedAtMs = ledger === undefined ? null : ledgerDispatchedAt(ledger);
   const what = `${runId} (job ${occurrence.jobId}, scheduled ${new Date(scheduledAtMs).toISOString()})`;
   if (firstSeenAtMs !== null) tally.counts.dispatched += 1;
 
@@ -244,6 +244,14 @@ function checkOccurrence(occurrence: Occurrence, observations: Observations, fau
   }
 }
 
+/**
+ * When the ledger says the run was dispatched (made ready); null for a run that never was:
+ * a skipped occurrence carries a `dispatched_at` too, the time it was decided.
+ */
+function ledgerDispatchedAt(ledger: LedgerRunRecord): number | null {
+  return ledger.status.startsWith('skipped_') ? null : ledger.dispatchedAtMs;
+}
+
 /** Dispatches and ledger runs that match no occurrence of an acknowledged job. */
 function checkStrays(occurrences: Map<string, Occurrence>, jobs: JobBook, observations: Observations,
   options: CheckOptions, tally: Tally): void {
@@ -256,7 +264,8 @@ function checkStrays(occurrences: Map<string, Occurrence>, jobs: JobBook, observ
     }
   }
   for (const [runId, ledger] of observations.ledgerRuns) {
-    if (!occurrences.has(runId) && !strays.has(runId) && ledger.dispatchedAtMs !== null) {
+    if (!occurrences.has(runId) && !strays.has(runId) && ledgerDispatchedAt(ledger) !== null
+      && ledger.status !== 'cancelled') {
       strays.set(runId, { jobId: ledger.jobId, scheduledAtMs: ledger.scheduledAtMs, seen: false });
     }
   }

@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { it } from 'node:test';
 import pg from 'pg';
+import { withDefaultUser } from '../../src/store/postgres/connection.js';
 
 const testPgUrl = process.env['TICKLER_TEST_PG'] ?? 'postgres://127.0.0.1:5432/test';
 const seed = 7;
@@ -16,7 +17,7 @@ const seconds = 60;
 const artifactsDir = join('artifacts', 'chaos-smoke');
 
 async function postgresReachable(): Promise<string | null> {
-  const client = new pg.Client({ connectionString: testPgUrl, connectionTimeoutMillis: 3_000 });
+  const client = new pg.Client({ connectionString: withDefaultUser(testPgUrl), connectionTimeoutMillis: 3_000 });
   try {
     await client.connect();
     await client.query('SELECT 1');

@@ -323,6 +323,20 @@ void describe('history checker', () => {
     assert.deepEqual(kindsOf(checkHistory([...healthyOneShot('j1', at), ...cancel], options)), ['unexpected']);
   });
 
+  void it('does not take a skipped or cancelled ledger row for a dispatch', () => {
+    const at = t0 + 5_000;
+    const cancel: HistoryEvent[] = [
+      { type: 'control_sent', atMs: at - 500, kind: 'cancel', jobId: 'j1' },
+      { type: 'control_answer', atMs: at - 450, kind: 'cancel', jobId: 'j1', outcome: 'acked' },
+    ];
+    for (const status of ['skipped_overlap', 'cancelled']) {
+      const report = checkHistory([...createOneShot('j1', at), ...cancel, ledgerRun('j1', at, status, at)], options);
+      assert.deepEqual(report.violations, [], status);
+    }
+    const made = checkHistory([...createOneShot('j1', at), ...cancel, ledgerRun('j1', at, 'ready', at)], options);
+    assert.deepEqual(kindsOf(made), ['unexpected'], 'made ready after the cancel was acknowledged');
+  });
+
   void it('ignores a refused cancel', () => {
     const at = t0 + 5_000;
     const report = checkHistory([...createOneShot('j1', at),
