@@ -13,6 +13,12 @@ import type { LoadedTimer } from '../store.js';
 
 /** A connection attempt gives up after this long; an outage must answer fast (issue 4 item 5). */
 export const connectTimeoutMs = 2_000;
+/**
+ * A call waits this long for a pooled connection when all are busy. pg-pool uses one
+ * setting for both waits; a burst of a thousand calls queued behind ten connections must
+ * not read as an outage, so the connect timeout is set apart on the client class below.
+ */
+export const poolAcquireTimeoutMs = 10_000;
 /** No statement of the store should run this long; one that does is treated as an outage. */
 export const statementTimeoutMs = 15_000;
 /**
@@ -78,8 +84,21 @@ export function connectionConfig(url: string, schema: string): pg.ClientConfig {
   };
 }
 
+/** A client whose own connection attempt is bounded by `connectTimeoutMs`, whatever the pool says. */
+class BoundedConnectClient extends pg.Client {
+  constructor(config: pg.ClientConfig) {
+    super({ ...config, connectionTimeoutMillis: connectTimeoutMs });
+  }
+}
+
 export function createPool(options: PoolOptions): pg.Pool {
-  const pool = new pg.Pool({ ...connectionConfig(options.url, options.schema), max: options.poolSize });
+  const pool = new pg.Pool({
+    ...connectionConfig(options.url, options.schema),
+    connectionTimeoutMillis: poolAcquireTimeoutMs,
+    max: options.poolSize,
+    // @types/pg declares a constructor without arguments; pg-pool passes the pool's options.
+    Client: BoundedConnectClient as unknown as new () => pg.ClientBase,
+  });
   // An idle client whose server went away emits 'error' on the pool; unhandled, it would
   // crash the process. The pool discards that client and the next query reconnects.
   pool.on('error', (error) => {

@@ -30,7 +30,7 @@ import { maintainPartitions, type PartitionReport } from './partitions.js';
 import { migrate } from './schema.js';
 import { acquireShardLeases, listShardLeases, releaseShardLeases, renewShardLeases } from './shard-leases.js';
 import { countJobsWithoutTimer, findJobsWithoutTimer, loadTimers, loadTimersByRef, repairJobTimer } from './timers.js';
-import { completeRun } from './run-completion.js';
+import { completeRunsWithin } from './run-completion.js';
 import { expireRunLeases, heartbeatRun, leaseRuns, nextReadyAtMs, nextRunDeadlineMs } from './worker-runs.js';
 
 export interface PostgresStoreOptions {
@@ -46,19 +46,29 @@ export interface PostgresStoreOptions {
 }
 
 const schemaNamePattern = /^[a-z_][a-z0-9_]{0,40}$/;
-/** Create transactions in flight at once; two keep both cores busy without starving other calls. */
-const createCommitsInFlightMax = 2;
+/** Group-commit transactions in flight at once, per kind; two keep both cores busy without starving other calls. */
+const commitsInFlightMax = 2;
+/** Completions sharing one commit; each is a locked row, an update and an event. */
+const completionsPerCommitMax = 500;
+
+/** A shared commit that failed for a reason other than the database being away may be one call's fault. */
+function isInputError(error: unknown): boolean {
+  return !(isTicklerError(error) && error.code === 'unavailable');
+}
 
 export class PostgresStore implements Store {
   readonly kind = 'postgres' as const;
   private readonly creates: GroupCommitter<CreateItem, CreateJobOutcome>;
+  private readonly completions: GroupCommitter<CompleteRequest, CompleteOutcome>;
   private closed = false;
 
   constructor(private readonly context: StoreContext, private readonly notifier: Notifier, readonly schema: string) {
     this.creates = new GroupCommitter(
       (items) => transaction(context, 'createJobs', (tx) => createJobsWithin(tx, items, context.nearHorizonMs)),
-      groupCommitMax, createCommitsInFlightMax,
-      (error) => !(isTicklerError(error) && error.code === 'unavailable'));
+      groupCommitMax, commitsInFlightMax, isInputError);
+    this.completions = new GroupCommitter(
+      (requests) => transaction(context, 'completeRun', (tx) => completeRunsWithin(tx, requests, context.random)),
+      completionsPerCommitMax, commitsInFlightMax, isInputError);
   }
 
   get pool(): pg.Pool {
@@ -156,7 +166,7 @@ export class PostgresStore implements Store {
   }
 
   completeRun(request: CompleteRequest): Promise<CompleteOutcome> {
-    return completeRun(this.context, request);
+    return this.completions.submit([request]).then((outcomes) => outcomes[0]!);
   }
 
   expireRunLeases(nowMs: number, limit: number): Promise<ExpiredLease[]> {

@@ -1,24 +1,26 @@
 /**
- * Completing an attempt (DESIGN.md flow 7): success ends the run; a failure waits for a
+ * Completing attempts (DESIGN.md flow 7): success ends the run; a failure waits for a
  * retry with backoff while attempts are left, otherwise the run is dead (the DLQ).
  *
- * The outcome is computed here (retry backoff is domain logic, not SQL) from a plain read,
- * then written by one statement that carries the fence: it changes the run only while it
- * is still `running` under the same token and attempt, and appends the run event in the same
- * statement (invariant 4 and 6). That is one commit, without an explicit transaction, per
- * completion: completions are the busiest write of a loaded cluster. A `buffer_one` job
- * also releases its held run, which must commit with the completion, so those complete
- * inside a transaction that locks the job row as dispatch does.
+ * Completions are the busiest write of a loaded cluster, and each commit costs an fsync, so
+ * concurrent `completeRun` calls share one transaction (group commit, as creates do): the
+ * runs are locked FOR UPDATE in run_id order (so two batches cannot deadlock), each request
+ * is checked against its run's current token inside that transaction (invariant 4), the
+ * outcome is computed here (retry backoff is domain logic, not SQL), and one UPDATE and one
+ * event INSERT write them all. A `buffer_one` job's held run is released in the same commit.
  */
 import { hasAttemptsLeft, retryDelayMs } from '../../domain/retry.js';
 import type { RetrySpec, RunStatus } from '../../domain/types.js';
 import type { CompleteOutcome, CompleteRequest } from '../store.js';
-import type pg from 'pg';
-import { query, transaction, type StoreContext } from './context.js';
+import { numberArray, textArray } from './array-literals.js';
+import type { Transaction } from './connection.js';
 import { jsonParam, runColumns, runFromRow, type RunRow } from './rows.js';
-import { classifyMiss, releaseHeldOf, tokenPattern } from './worker-runs.js';
+import { appendEvents, type NewRunEvent } from './writes.js';
+import { releaseHeldOf } from './worker-runs.js';
 
-interface RunForCompletion {
+interface LockedRun {
+  run_id: string;
+  team: string;
   status: RunStatus;
   fencing_token: string | null;
   attempt: number;
@@ -28,82 +30,91 @@ interface RunForCompletion {
   overlap: string;
 }
 
-interface CompletionPlan {
+interface RunChange {
+  runId: string;
   status: RunStatus;
   readyAtMs: number | null;
-  eventType: string;
-  detail: Record<string, unknown> | null;
+  finishedAtMs: number | null;
+  lastError: string | null;
+  result: string | null;
 }
 
-function planCompletion(run: RunForCompletion, request: CompleteRequest, random: () => number): CompletionPlan {
+function planCompletion(run: LockedRun, request: CompleteRequest, random: () => number):
+  { change: RunChange; event: NewRunEvent } {
   const attemptsUsed = run.attempt - run.attempt_base;
-  if (request.status === 'succeeded') return { status: 'succeeded', readyAtMs: null, eventType: 'succeeded', detail: null };
+  const base = { runId: run.run_id, result: jsonParam(request.result ?? null) };
+  const event = { runId: run.run_id, atMs: request.nowMs, fromStatus: 'running' as const };
+  if (request.status === 'succeeded') {
+    return {
+      change: { ...base, status: 'succeeded', readyAtMs: null, finishedAtMs: request.nowMs, lastError: null },
+      event: { ...event, type: 'succeeded', toStatus: 'succeeded', detail: null },
+    };
+  }
   if (request.status === 'failed' && hasAttemptsLeft(run.retry, attemptsUsed)) {
     const delayMs = retryDelayMs(run.retry, attemptsUsed, random());
     return {
-      status: 'retry_wait', readyAtMs: request.nowMs + delayMs, eventType: 'retry_scheduled',
-      detail: { error: request.error, delayMs },
+      change: { ...base, status: 'retry_wait', readyAtMs: request.nowMs + delayMs, finishedAtMs: null, lastError: request.error },
+      event: { ...event, type: 'retry_scheduled', toStatus: 'retry_wait', detail: { error: request.error, delayMs } },
     };
   }
-  return { status: 'dead', readyAtMs: null, eventType: 'dead', detail: { error: request.error, completion: request.status } };
+  return {
+    change: { ...base, status: 'dead', readyAtMs: null, finishedAtMs: request.nowMs, lastError: request.error },
+    event: { ...event, type: 'dead', toStatus: 'dead', detail: { error: request.error, completion: request.status } },
+  };
 }
 
-const selectForCompletion = `SELECT r.status, r.fencing_token::text AS fencing_token, r.attempt, r.attempt_base, r.job_id,
-         j.spec->'retry' AS retry, j.spec->>'overlap' AS overlap
-    FROM runs r JOIN jobs j ON j.job_id = r.job_id
-   WHERE r.run_id = $1 AND ($2::text IS NULL OR r.team = $2)`;
-
-type Execute = (text: string, values: unknown[]) => Promise<pg.QueryResult<RunRow>>;
-
-/** The fenced write: nothing changes unless the run is still running under this token and attempt. */
-async function writeCompletion(execute: Execute, run: RunForCompletion, request: CompleteRequest,
-  plan: CompletionPlan): Promise<RunRow | undefined> {
-  const final = plan.status !== 'retry_wait';
-  const result = await execute(
-    `WITH updated AS (
-       UPDATE runs r SET status = $4, ready_at = $5, finished_at = $6, lease_expires_at = NULL, last_error = $7,
-                         result = $8::json
-        WHERE r.run_id = $1 AND r.status = 'running' AND r.fencing_token = $2::bigint AND r.attempt = $3
-        RETURNING ${runColumns}
-     ), event AS (
-       INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
-       SELECT run_id, $9, $10, 'running', $4, $11::json FROM updated
-     )
-     SELECT * FROM updated`,
-    [request.runId, request.fencingToken, run.attempt, plan.status, plan.readyAtMs, final ? request.nowMs : null,
-      plan.status === 'succeeded' ? null : request.error, jsonParam(request.result ?? null), request.nowMs,
-      plan.eventType, plan.detail === null ? null : jsonParam(plan.detail)]);
-  return result.rows[0];
-}
-
-function isCurrentAttempt(run: RunForCompletion | undefined, fencingToken: string): run is RunForCompletion {
-  return run !== undefined && run.status === 'running' && run.fencing_token === fencingToken;
-}
-
-export async function completeRun(context: StoreContext, request: CompleteRequest): Promise<CompleteOutcome> {
-  const read = await query<RunForCompletion>(context, 'completeRun', selectForCompletion, [request.runId, request.team]);
-  const run = read.rows[0];
-  if (!tokenPattern.test(request.fencingToken) || !isCurrentAttempt(run, request.fencingToken)) return classifyMiss(run);
-  if (run.overlap === 'buffer_one') return completeReleasingHeld(context, request);
-  const plan = planCompletion(run, request, context.random);
-  const updated = await writeCompletion((text, values) => query<RunRow>(context, 'completeRun', text, values),
-    run, request, plan);
-  if (updated !== undefined) return { kind: 'completed', run: runFromRow(updated) };
-  // The run moved between the read and the write (its lease expired, it was replaced): say how.
-  const after = await query<RunForCompletion>(context, 'completeRun', selectForCompletion, [request.runId, request.team]);
-  return classifyMiss(after.rows[0]);
-}
-
-/** The `buffer_one` path: the completion and the release of the held run commit together. */
-function completeReleasingHeld(context: StoreContext, request: CompleteRequest): Promise<CompleteOutcome> {
-  return transaction(context, 'completeRun', async (tx) => {
-    const locked = await tx.query<RunForCompletion>(`${selectForCompletion} FOR UPDATE OF r`, [request.runId, request.team]);
-    const run = locked.rows[0];
-    if (!isCurrentAttempt(run, request.fencingToken)) return classifyMiss(run);
-    const plan = planCompletion(run, request, context.random);
-    const updated = await writeCompletion((text, values) => tx.query<RunRow>(text, values), run, request, plan);
-    if (updated === undefined) return classifyMiss(run);
-    if (plan.status !== 'retry_wait') await releaseHeldOf(tx, [{ jobId: run.job_id, overlap: run.overlap }], request.nowMs);
-    return { kind: 'completed', run: runFromRow(updated) };
+/** One transaction for many completions; answers one outcome per request, in order. */
+export async function completeRunsWithin(tx: Transaction, requests: readonly CompleteRequest[],
+  random: () => number): Promise<CompleteOutcome[]> {
+  const locked = await tx.query<LockedRun>(
+    `SELECT r.run_id, r.team, r.status, r.fencing_token::text AS fencing_token, r.attempt, r.attempt_base, r.job_id,
+            j.spec->'retry' AS retry, j.spec->>'overlap' AS overlap
+       FROM runs r JOIN jobs j ON j.job_id = r.job_id
+      WHERE r.run_id = ANY($1::text[]) ORDER BY r.run_id FOR UPDATE OF r`,
+    [textArray([...new Set(requests.map((request) => request.runId))])]);
+  const runs = new Map(locked.rows.map((row) => [row.run_id, row]));
+  const changes = new Map<string, RunChange>();
+  const events: NewRunEvent[] = [];
+  const releaseJobs: { jobId: string; overlap: string; nowMs: number }[] = [];
+  const verdicts = requests.map((request): CompleteOutcome | 'completed' => {
+    const run = runs.get(request.runId);
+    if (run === undefined || (request.team !== null && run.team !== request.team)) return { kind: 'not_found' };
+    if (run.status === 'cancelled') return { kind: 'cancelled' };
+    if (run.status !== 'running' || run.fencing_token !== request.fencingToken) return { kind: 'stale_token' };
+    const { change, event } = planCompletion(run, request, random);
+    changes.set(run.run_id, change);
+    events.push(event);
+    // A second completion of the same attempt in this batch finds it finished: stale.
+    run.status = change.status;
+    if (change.status !== 'retry_wait') releaseJobs.push({ jobId: run.job_id, overlap: run.overlap, nowMs: request.nowMs });
+    return 'completed';
   });
+  const written = await writeChanges(tx, [...changes.values()]);
+  await appendEvents(tx, events);
+  for (const nowMs of new Set(releaseJobs.map((job) => job.nowMs))) {
+    await releaseHeldOf(tx, releaseJobs.filter((job) => job.nowMs === nowMs), nowMs);
+  }
+  return verdicts.map((verdict, index) => (verdict === 'completed'
+    ? { kind: 'completed', run: runFromRow(written.get(requests[index]!.runId)!) }
+    : verdict));
+}
+
+async function writeChanges(tx: Transaction, changes: readonly RunChange[]): Promise<Map<string, RunRow>> {
+  if (changes.length === 0) return new Map();
+  const result = await tx.query<RunRow>(
+    `UPDATE runs r SET status = c.status, ready_at = c.ready_at, finished_at = c.finished_at, lease_expires_at = NULL,
+                       last_error = c.last_error, result = c.result
+       FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::json[])
+            AS c(run_id, status, ready_at, finished_at, last_error, result)
+      WHERE r.run_id = c.run_id
+      RETURNING ${runColumns}`,
+    [
+      textArray(changes.map((change) => change.runId)),
+      textArray(changes.map((change) => change.status)),
+      numberArray(changes.map((change) => change.readyAtMs)),
+      numberArray(changes.map((change) => change.finishedAtMs)),
+      textArray(changes.map((change) => change.lastError)),
+      textArray(changes.map((change) => change.result)),
+    ]);
+  return new Map(result.rows.map((row) => [row.run_id, row]));
 }
