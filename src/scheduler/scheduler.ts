@@ -168,7 +168,10 @@ export class Scheduler {
     this.wakeTimer = null;
     this.wakeAtMs = Infinity;
     if (this.firing !== null) return this.firing;
-    this.firing = (async () => {
+    // Start the pass on a later microtask: run synchronously, a pass with nothing due would
+    // reach its `finally` (firing = null) before this assignment, leaving a settled promise
+    // in `firing` and the node never arming its wake again.
+    this.firing = Promise.resolve().then(async () => {
       try {
         for (;;) {
           if (this.stopped) return;
@@ -185,7 +188,7 @@ export class Scheduler {
         this.options.metrics.wheelTimers.set(this.wheel.size);
         this.armWake();
       }
-    })();
+    });
     return this.firing;
   }
 

@@ -193,3 +193,28 @@ test('an expired worker lease re-offers the run as the next attempt', async () =
     await h.cleanup();
   }
 });
+
+test('a wake with nothing due (its timer went with a lost shard) does not stop later firing', async () => {
+  const a = await harness({ nodeId: 'node-a' });
+  try {
+    const first = jobInput(jobSpec({ at: new Date(startMs + 5_000).toISOString() }), startMs);
+    await a.store.createJobs([first], startMs);
+    // Another node takes every shard for one TTL; node a loses them at its next renewal and
+    // drops the wheeled timer, so its wake at +5 s finds nothing due.
+    await a.store.acquireShardLeases('node-b', Array.from({ length: 1024 }, (_, shard) => shard),
+      timing.shardLeaseTtlMs, startMs, { force: true });
+    await a.clock.advance(6_000);
+    assert.equal(a.scheduler.status().shardsOwned, 0);
+    // Node b's leases run out unrenewed; node a takes the shards back and must fire again.
+    await a.clock.advance(timing.shardLeaseTtlMs + timing.shardLeaseRenewIntervalMs);
+    assert.equal(a.scheduler.status().shardsOwned, 1024);
+    const laterAtMs = a.clock.nowMs() + 5_000;
+    const [later] = await a.store.createJobs([jobInput(jobSpec({ at: new Date(laterAtMs).toISOString() }), a.clock.nowMs())], a.clock.nowMs());
+    await a.clock.advance(5_000);
+    assert.equal((await a.store.getRun(null, runIdOf(later!.job.jobId, laterAtMs)))?.status, 'ready');
+    assert.equal((await a.store.getRun(null, runIdOf(first.job.jobId, startMs + 5_000)))?.status, 'ready',
+      'the first timer fires late, once its shard is owned again');
+  } finally {
+    await a.cleanup();
+  }
+});
