@@ -133,6 +133,21 @@ export function runRaceConformance(name: string, open: OpenStore): void {
         assert.equal(listed.items.length, 1);
       }));
 
+    void it('the same attempt completed twice at once, on one instance and on both: accepted once',
+      race(open, async (store, peer) => {
+        const runIds = await readyRuns(store, 2, t0Ms);
+        const leased = await store.leaseRuns({ team: null, pool: 'pool-a', max: 2, leaseMs: 5_000, workerId: 'w', nowMs: t0Ms });
+        assert.deepEqual(leased.map((run) => run.runId).sort(), [...runIds].sort());
+        for (const [run, second] of [[leased[0]!, store], [leased[1]!, peer]] as const) {
+          const request = { team: null, runId: run.runId, fencingToken: run.fencingToken, status: 'succeeded' as const,
+            error: null, result: null, nowMs: t0Ms + 1 };
+          const outcomes = await Promise.all([store.completeRun(request), second.completeRun(request)]);
+          assert.deepEqual(outcomes.map((outcome) => outcome.kind).sort(), ['completed', 'stale_token']);
+          const events = (await store.getRun(null, run.runId))!.events.map((event) => event.type);
+          assert.deepEqual(events.filter((type) => type === 'succeeded'), ['succeeded'], 'one completion recorded');
+        }
+      }));
+
     void it('a completion racing a lease expiry: exactly one of them takes effect',
       race(open, async (store, peer) => {
         const [runId] = await readyRuns(store, 1, t0Ms);
