@@ -25,6 +25,8 @@ const quickCount = 100;
 const virtualStartAt = '2026-12-31T23:59:00.000Z';
 const virtualMidnightMs = Date.parse('2027-01-01T00:00:00.000Z');
 const drainTimeoutMs = 120_000;
+/** Virtual seconds per `POST /v1/clock/advance`; the sum of their wall times is the figure. */
+const advanceStepS = 10;
 /** A quick run must not hang a test for minutes when the server never dispatches. */
 const quickDrainTimeoutMs = 15_000;
 
@@ -82,12 +84,16 @@ async function runVirtual(context: BenchContext): Promise<BenchResult> {
     // Past midnight, the whole 300 s window, and a minute to spare.
     const advanceS = 60 + 300 + 60;
     const advanceStartedMs = performance.now();
-    await server.client.advanceClock(advanceS, { timeoutMs: 900_000 });
+    // In steps: one advance across the whole herd can outlast fetch's 300 s headers timeout.
+    for (let advancedS = 0; advancedS < advanceS; advancedS += advanceStepS) {
+      await server.client.advanceClock(Math.min(advanceStepS, advanceS - advancedS), { timeoutMs: 900_000 });
+    }
     const advanceWallS = (performance.now() - advanceStartedMs) / 1_000;
+    context.log(`cron-herd-virtual ${toleranceCase.label}: advanced ${advanceS} s in ${advanceWallS.toFixed(1)} s of wall time`);
     const runs = await readRuns(server.client, virtualMidnightMs, virtualMidnightMs + 1);
     figures.push(
       ...herdFigures(`${toleranceCase.label}, virtual`, runs, count, toleranceCase.toleranceS === 0 ? 5_000 : undefined),
-      { label: `${toleranceCase.label}, virtual: wall time of the ${advanceS} s advance`, value: advanceWallS, unit: 's' },
+      { label: `${toleranceCase.label}, virtual: wall time to advance ${advanceS} s (in ${advanceStepS} s steps)`, value: advanceWallS, unit: 's' },
     );
     notes.push(...await stopAndProfile(context, profileLabel, server));
   }
