@@ -81,16 +81,31 @@ export async function createJobsWithin(transaction: Transaction, items: readonly
   });
 }
 
+/**
+ * Inserts the jobs; answers the ids inserted. Keyless jobs cannot conflict (their ids are
+ * random), so they skip ON CONFLICT's speculative insertion and the returned rows; keyed
+ * jobs may meet their key and are inserted with `ON CONFLICT DO NOTHING`.
+ */
 async function insertJobRows(transaction: Transaction, items: readonly Prepared[]): Promise<Set<string>> {
-  if (items.length === 0) return new Set();
+  const keyless = items.filter((item) => item.job.spec.key === null);
+  const keyed = items.filter((item) => item.job.spec.key !== null);
+  const inserted = new Set(keyless.map((item) => item.job.jobId));
+  if (keyless.length > 0) await insertJobBatch(transaction, keyless, '');
+  if (keyed.length > 0) {
+    const result = await insertJobBatch(transaction, keyed, 'ON CONFLICT DO NOTHING RETURNING job_id');
+    for (const row of result.rows) inserted.add(row.job_id);
+  }
+  return inserted;
+}
+
+function insertJobBatch(transaction: Transaction, items: readonly Prepared[], conflictClause: string) {
   const jobs = items.map((item) => item.job);
-  const result = await transaction.query<{ job_id: string }>(
+  return transaction.query<{ job_id: string }>(
     `INSERT INTO jobs (job_id, team, key, state, pool, spec, request_hash, shard, version, timer_id,
                        next_fire_at, next_scheduled_at, created_at, updated_at)
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::json[], $7::text[],
                           $8::int[], $9::int[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[])
-     ON CONFLICT DO NOTHING
-     RETURNING job_id`,
+     ${conflictClause}`,
     [
       textArray(jobs.map((job) => job.jobId)),
       textArray(jobs.map((job) => job.team)),
@@ -107,7 +122,6 @@ async function insertJobRows(transaction: Transaction, items: readonly Prepared[
       numberArray(jobs.map((job) => job.createdAtMs)),
       numberArray(jobs.map((job) => job.updatedAtMs)),
     ]);
-  return new Set(result.rows.map((row) => row.job_id));
 }
 
 async function loadExistingByKey(transaction: Transaction, jobs: readonly JobRecord[]): Promise<Map<string, JobRecord>> {
