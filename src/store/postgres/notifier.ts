@@ -150,7 +150,9 @@ export class Notifier {
       await client.query(`LISTEN ${this.runsReadyChannel}`);
       await client.query(`LISTEN ${this.nearTimersChannel}`);
     } catch (error) {
-      await client.end().catch(() => undefined);
+      await client.end().catch((endError: unknown) => {
+        this.options.logger.debug({ err: endError }, 'postgres: ending a LISTEN connection that failed to start');
+      });
       throw error;
     }
     if (this.closed) {
