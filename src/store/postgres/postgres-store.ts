@@ -3,6 +3,8 @@
  * the pieces: the pool (connection.ts), migrations (schema.ts), timer partitions
  * (partitions.ts), notifications across processes (notifier.ts), and the query modules that
  * implement each Store method. It holds no SQL of its own beyond the health check.
+ * Creates and completions are group-committed (group-commit.ts): concurrent calls share a
+ * transaction, as one fsync serves them all.
  *
  * Operators: call `maintainPartitions(nowMs)` periodically (the scheduler wiring does, e.g.
  * hourly); it creates the next days' timer partitions and drops past, empty ones. It also
