@@ -13,7 +13,7 @@ import type { BenchContext, Benchmark } from './context.js';
 import { createInBatches, megabytes, nextWeekFireAtMs, oneShotAt, wallClock } from './load.js';
 import { startManagedServer, stopAndProfile } from './profile.js';
 import type { BenchResult, Figure } from './report.js';
-import type { BenchServer } from './server-process.js';
+import { sumMetric, type BenchServer } from './server-process.js';
 
 const fullSizes = { small: 1_000, large: 1_000_000 };
 const quickSizes = { small: 10, large: 1_000 };
@@ -28,15 +28,22 @@ export const memoryBenchmark: Benchmark = {
   run: runMemory,
 };
 
+interface MemorySample {
+  rssBytes: number;
+  /** V8 heap in use, from the server's default metrics: tells retained objects from RSS not given back. */
+  heapUsedBytes: number;
+}
+
 /** The largest RSS sample over the sampling window, after letting the process settle. */
-async function settledRssBytes(server: BenchServer, quick: boolean): Promise<number> {
+async function settledMemory(server: BenchServer, quick: boolean): Promise<MemorySample> {
   await delay(quick ? 200 : settleMs);
-  let maxBytes = 0;
+  let rssBytes = 0;
   for (let sample = 0; sample < (quick ? 2 : sampleCount); sample += 1) {
-    maxBytes = Math.max(maxBytes, server.rssBytes());
+    rssBytes = Math.max(rssBytes, server.rssBytes());
     await delay(quick ? 50 : sampleIntervalMs);
   }
-  return maxBytes;
+  const heapUsedBytes = sumMetric(await server.client.metrics(), 'tickler_process_nodejs_heap_size_used_bytes');
+  return { rssBytes, heapUsedBytes };
 }
 
 async function runMemory(context: BenchContext): Promise<BenchResult> {
@@ -47,31 +54,37 @@ async function runMemory(context: BenchContext): Promise<BenchResult> {
   const specOf = (index: number) => oneShotAt(nextWeekFireAtMs(nowMs, index, sizes.large), index);
 
   const measureAt = async (label: string, total: number, alreadyCreated: number):
-    Promise<{ hotBytes: number; freshBytes: number }> => {
+    Promise<{ hot: MemorySample; fresh: MemorySample }> => {
     const server = await startManagedServer(context, `memory-${label}`, { dataDir });
     context.log(`memory: creating ${total - alreadyCreated} timers (to ${total})`);
     const created = await createInBatches(server.client, total - alreadyCreated,
       (index) => specOf(alreadyCreated + index));
     if (created.failed > 0) notes.push(`${created.failed} creates failed, e.g. ${created.errorSamples[0]}`);
-    const hotBytes = await settledRssBytes(server, context.quick);
+    const hot = await settledMemory(server, context.quick);
     notes.push(...await stopAndProfile(context, `memory-${label}`, server));
     const restarted = await startManagedServer(context, `memory-${label}-restarted`, { dataDir });
-    const freshBytes = await settledRssBytes(restarted, context.quick);
+    const fresh = await settledMemory(restarted, context.quick);
     notes.push(...await stopAndProfile(context, `memory-${label}-restarted`, restarted));
-    return { hotBytes, freshBytes };
+    return { hot, fresh };
   };
 
   const small = await measureAt('small', sizes.small, 0);
   const large = await measureAt('large', sizes.large, sizes.small);
+  const smallText = sizes.small.toLocaleString('en-US');
+  const largeText = sizes.large.toLocaleString('en-US');
   const figures: Figure[] = [
-    { label: `RSS, ${sizes.small.toLocaleString('en-US')} pending, fresh process`, value: megabytes(small.freshBytes), unit: 'MB' },
-    { label: `RSS, ${sizes.large.toLocaleString('en-US')} pending, fresh process`, value: megabytes(large.freshBytes), unit: 'MB' },
-    { label: 'RSS growth, fresh processes', value: megabytes(large.freshBytes - small.freshBytes), unit: 'MB',
+    { label: `RSS, ${smallText} pending, fresh process`, value: megabytes(small.fresh.rssBytes), unit: 'MB' },
+    { label: `RSS, ${largeText} pending, fresh process`, value: megabytes(large.fresh.rssBytes), unit: 'MB' },
+    { label: 'RSS growth, fresh processes', value: megabytes(large.fresh.rssBytes - small.fresh.rssBytes), unit: 'MB',
       target: { comparison: '<=', value: deltaTargetMb } },
-    { label: `RSS, ${sizes.small.toLocaleString('en-US')} pending, the process that created them`, value: megabytes(small.hotBytes), unit: 'MB' },
-    { label: `RSS, ${sizes.large.toLocaleString('en-US')} pending, the process that created them`, value: megabytes(large.hotBytes), unit: 'MB' },
-    { label: 'RSS growth, creating processes', value: megabytes(large.hotBytes - small.hotBytes), unit: 'MB',
+    { label: `RSS, ${smallText} pending, the process that created them`, value: megabytes(small.hot.rssBytes), unit: 'MB' },
+    { label: `RSS, ${largeText} pending, the process that created them`, value: megabytes(large.hot.rssBytes), unit: 'MB' },
+    { label: 'RSS growth, creating processes', value: megabytes(large.hot.rssBytes - small.hot.rssBytes), unit: 'MB',
       target: { comparison: '<=', value: deltaTargetMb } },
+    { label: `V8 heap used (garbage included) growth, ${smallText} → ${largeText}, creating processes`,
+      value: megabytes(large.hot.heapUsedBytes - small.hot.heapUsedBytes), unit: 'MB' },
+    { label: `V8 heap used (garbage included) growth, ${smallText} → ${largeText}, fresh processes`,
+      value: megabytes(large.fresh.heapUsedBytes - small.fresh.heapUsedBytes), unit: 'MB' },
   ];
   notes.push('RSS is VmRSS from /proc, the largest of several samples taken after the load settled; it includes ' +
     'the tsx module loader the server runs under (the same at both sizes).');
