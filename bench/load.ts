@@ -7,7 +7,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { SystemClock } from '../src/clock.js';
 import { batchJobsMax, listLimitMax } from '../src/limits.js';
 import type { TicklerClient } from '../src/worker/client.js';
-import type { JobCreateRequest, Run } from '../src/worker/wire.js';
+import type { Job, JobCreateRequest, Run } from '../src/worker/wire.js';
 
 /** The benchmark's own view of real time; the server is measured against the same clock. */
 export const wallClock = new SystemClock();
@@ -45,7 +45,7 @@ export async function createInBatches(
   client: TicklerClient,
   count: number,
   specOf: (index: number) => JobCreateRequest,
-  options: { batchSize?: number; concurrency?: number } = {},
+  options: { batchSize?: number; concurrency?: number; onCreated?: (job: Job) => void } = {},
 ): Promise<BatchCreateOutcome> {
   const batchSize = Math.min(options.batchSize ?? batchJobsMax, batchJobsMax);
   const concurrency = options.concurrency ?? 2;
@@ -61,8 +61,9 @@ export async function createInBatches(
       for (let index = first; index < last; index += 1) jobs.push(specOf(index));
       const { results } = await client.batchCreateJobs(jobs);
       for (const result of results) {
-        if (result.status === 201 || result.status === 200) {
+        if ('job' in result) {
           outcome.created += 1;
+          options.onCreated?.(result.job);
         } else {
           outcome.failed += 1;
           if (outcome.errorSamples.length < 3) outcome.errorSamples.push(JSON.stringify(result));
