@@ -18,7 +18,8 @@ import { Metrics } from './obs/metrics.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { clusterPlanner } from './scheduler/cluster-planner.js';
 import { openSqliteStore } from './store/sqlite/index.js';
-import { openPostgresStore } from './store/postgres/index.js';
+import { PostgresStore, openPostgresStore } from './store/postgres/index.js';
+import { openPostgresMembership } from './store/postgres/membership.js';
 import type { Store } from './store/store.js';
 import { observeRunDeadlines } from './store/observe-run-deadlines.js';
 
@@ -56,11 +57,14 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   const clock: Clock = options.virtualClock ? new VirtualClock(options.startAtMs ?? Date.now()) : new SystemClock();
   const metrics = new Metrics({ defaultMetrics: true });
   const opened = await openStore(options, clock, timing, logger);
+  const membership = opened.store instanceof PostgresStore && options.roles.includes('scheduler')
+    ? await openPostgresMembership({ url: opened.url, schema: opened.store.schema, useDatabaseClock: !clock.isVirtual, logger })
+    : null;
   const scheduler = options.roles.includes('scheduler')
     ? new Scheduler({
       store: opened.store, clock, nodeId, timing, metrics, logger,
       forceFirstAcquire: opened.lock?.tookOverFromDeadProcess ?? false,
-      ...(opened.store.kind === 'postgres' ? { planner: clusterPlanner() } : {}),
+      ...(membership === null ? {} : { planner: clusterPlanner({ membership, membershipTtlMs: timing.shardLeaseTtlMs }) }),
     })
     : null;
   const store = scheduler === null ? opened.store : observeRunDeadlines(opened.store, (atMs) => scheduler.noteRunDeadline(atMs));
@@ -72,30 +76,28 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     opened.lock?.release();
     throw error;
   }
-  let url = '';
-  let closeApp: () => Promise<void> = async () => undefined;
-  if (options.roles.includes('api')) {
-    const app = buildApp({
-      store, clock, metrics, logger,
-      virtualClock: clock instanceof VirtualClock ? clock : null,
-      config: {
-        apiKeys: options.apiKeys,
-        payloadBytesMax: options.payloadBytesMax ?? payloadBytesMax,
-        cronToleranceDefaultS: options.cronToleranceDefaultS ?? cronToleranceSecondsDefault,
-      },
-      readiness: async () => {
-        await store.ping();
-        const status = scheduler?.status() ?? null;
-        return {
-          ready: status === null || status.shardsOwned > 0,
-          detail: { node_id: nodeId, store: store.kind, roles: options.roles,
-            shards_owned: status?.shardsOwned ?? 0, wheel_timers: status?.wheelTimers ?? 0 },
-        };
-      },
-    });
-    url = await app.listen({ host: options.host, port: options.port });
-    closeApp = () => app.close();
-  }
+  // Every node listens: without the api role it serves only /healthz, /readyz and /metrics.
+  const app = buildApp({
+    store, clock, metrics, logger,
+    apiRoutes: options.roles.includes('api'),
+    virtualClock: clock instanceof VirtualClock ? clock : null,
+    config: {
+      apiKeys: options.apiKeys,
+      payloadBytesMax: options.payloadBytesMax ?? payloadBytesMax,
+      cronToleranceDefaultS: options.cronToleranceDefaultS ?? cronToleranceSecondsDefault,
+    },
+    readiness: async () => {
+      await store.ping();
+      const status = scheduler?.status() ?? null;
+      return {
+        ready: status === null || status.shardsOwned > 0,
+        detail: { node_id: nodeId, store: store.kind, roles: options.roles,
+          shards_owned: status?.shardsOwned ?? 0, wheel_timers: status?.wheelTimers ?? 0,
+          shards: scheduler?.leases.ownedShards() ?? [] },
+      };
+    },
+  });
+  const url = await app.listen({ host: options.host, port: options.port });
   logger.info({ url, nodeId, store: store.kind, roles: options.roles, virtualClock: options.virtualClock }, 'tickler started');
   let closing: Promise<void> | null = null;
   return {
@@ -103,9 +105,10 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     nodeId,
     close: () => {
       closing ??= (async () => {
-        await closeApp();
+        await app.close();
         maintenance?.stop();
         await scheduler?.stop();
+        await membership?.close();
         await opened.store.close();
         opened.lock?.release();
         logger.info({ nodeId }, 'tickler stopped');
@@ -117,13 +120,13 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
 }
 
 async function openStore(options: ServeOptions, clock: Clock, timing: TimingConfig, logger: Logger):
-  Promise<{ store: Store; lock: DataDirLock | null }> {
+  Promise<{ store: Store; lock: DataDirLock | null; url: string }> {
   const storeUrl = options.storeUrl ?? `sqlite:${join(options.dataDir, 'tickler.db')}`;
   if (storeUrl.startsWith('postgres://') || storeUrl.startsWith('postgresql://')) {
     const store = await openPostgresStore({
       url: storeUrl, nearHorizonMs: timing.loadHorizonMs, useDatabaseClock: !clock.isVirtual, logger,
     });
-    return { store, lock: null };
+    return { store, lock: null, url: storeUrl };
   }
   if (!storeUrl.startsWith('sqlite:')) {
     throw new TicklerError('invalid_request', `unknown store URL ${storeUrl}: use sqlite:PATH or postgres://...`);
@@ -134,7 +137,7 @@ async function openStore(options: ServeOptions, clock: Clock, timing: TimingConf
   const lock = acquireDataDirLock(dataDir);
   try {
     const store = await openSqliteStore({ path, nearHorizonMs: timing.loadHorizonMs });
-    return { store, lock };
+    return { store, lock, url: storeUrl };
   } catch (error) {
     lock.release();
     throw error;

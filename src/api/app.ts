@@ -57,6 +57,8 @@ export interface AppDeps {
   config: ApiConfig;
   /** /readyz: store reachable and shards owned (the server wiring provides it). */
   readiness(): Promise<{ ready: boolean; detail: Record<string, unknown> }>;
+  /** False on a node without the api role: only the operations routes are served. */
+  apiRoutes?: boolean;
 }
 
 export type App = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
@@ -117,8 +119,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // Exposed for observability and tests: how many workers are parked in a long-poll.
   app.decorate('leaseWaiters', context.waiters);
   installErrorHandling(app, deps);
-  registerJobRoutes(app, context);
-  registerRunRoutes(app, context);
+  // A scheduler-only node (`--roles scheduler`) still answers /healthz, /readyz and /metrics.
+  if (deps.apiRoutes ?? true) {
+    registerJobRoutes(app, context);
+    registerRunRoutes(app, context);
+  }
   registerOperationRoutes(app, context);
   // preClose, not onClose: the server waits for in-flight requests before onClose runs, and
   // a parked long-poll would hold shutdown for up to wait_s.

@@ -1,21 +1,37 @@
 /**
- * Fair shares of the 1,024 shards when several scheduler nodes share PostgreSQL. A node
- * sees the others through their live shard leases; each wants `ceil(shards / nodes)` and
- * hands back what it holds above that, so a joining node finds free shards on its next
- * cycle and a leaving node's shards are taken once its leases expire.
+ * Fair shares of the 1,024 shards when several scheduler nodes share PostgreSQL. Each cycle a
+ * node heartbeats its membership and learns every live node; it wants `ceil(shards / nodes)`
+ * and hands back what it holds above that. A joining node is seen by the others at their next
+ * cycle, they release their surplus, and it takes the freed shards on its own next cycle — so
+ * a shard is without an owner for at most about one renew interval, well inside one lease TTL.
+ * A node that leaves gracefully releases its leases and its membership at once; one that dies
+ * is dropped when its membership and leases expire.
  */
 import { shardCount } from '../limits.js';
 import type { ShardLease } from '../store/store.js';
+import type { ClusterMembership } from './cluster-membership.js';
 import type { ShardPlanner } from './shard-lease-manager.js';
 
-export function clusterPlanner(totalShards: number = shardCount): ShardPlanner {
+export function clusterPlanner(options: {
+  membership: ClusterMembership;
+  membershipTtlMs: number;
+  totalShards?: number;
+}): ShardPlanner {
+  const totalShards = options.totalShards ?? shardCount;
+  let members: string[] = [];
   const liveNodes = (nodeId: string, leases: readonly ShardLease[], nowMs: number): string[] => {
-    const nodes = new Set<string>([nodeId]);
+    const nodes = new Set<string>([nodeId, ...members]);
     for (const lease of leases) if (lease.expiresAtMs > nowMs) nodes.add(lease.nodeId);
     return [...nodes].sort();
   };
   const fairShare = (nodeCount: number): number => Math.ceil(totalShards / nodeCount);
   return {
+    async refresh(nodeId, nowMs) {
+      members = await options.membership.heartbeat(nodeId, options.membershipTtlMs, nowMs);
+    },
+    async leave(nodeId) {
+      await options.membership.leave(nodeId);
+    },
     wantedShards(nodeId, leases, nowMs) {
       const share = fairShare(liveNodes(nodeId, leases, nowMs).length);
       const taken = new Set<number>();

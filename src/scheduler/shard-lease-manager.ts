@@ -28,6 +28,10 @@ export interface ShardPlanner {
   surplusShards(nodeId: string, allLeases: readonly ShardLease[], nowMs: number): number[];
   /** True when holding `heldCount` shards leaves nothing to plan (skips reading every lease). */
   isSatisfied(heldCount: number): boolean;
+  /** Called once per cycle before planning (cluster membership heartbeat). */
+  refresh?(nodeId: string, nowMs: number): Promise<void>;
+  /** Called on graceful stop, after the leases are released. */
+  leave?(nodeId: string): Promise<void>;
 }
 
 export interface ShardLeaseManagerOptions {
@@ -71,6 +75,7 @@ export class ShardLeaseManager {
     this.options.metrics.shardsOwned.set(0);
     if (shards.length > 0) this.options.onLost(shards);
     if (leases.length > 0) await this.options.store.releaseShardLeases(this.options.nodeId, leases);
+    await this.options.planner.leave?.(this.options.nodeId);
   }
 
   /** The lease to fence a dispatch with, or null when this node must not fire the shard now. */
@@ -110,6 +115,7 @@ export class ShardLeaseManager {
     if (this.stopped) return;
     const { store, clock, nodeId, timing, planner } = this.options;
     await this.renew();
+    await planner.refresh?.(nodeId, clock.nowMs());
     if (planner.isSatisfied(this.held.size)) return;
     const allLeases = await store.listShardLeases();
     const surplus = planner.surplusShards(nodeId, allLeases, clock.nowMs()).filter((shard) => this.held.has(shard));

@@ -1,0 +1,60 @@
+/**
+ * Cluster membership on PostgreSQL (see src/scheduler/cluster-membership.ts): a small table
+ * of scheduler nodes and the instant each stops counting as alive, judged by the database's
+ * clock so that nodes with skewed clocks agree. It has its own one-connection pool so that a
+ * busy store pool never delays the heartbeat that keeps a node's share.
+ */
+import pg from 'pg';
+import type { ClusterMembership } from '../../scheduler/cluster-membership.js';
+import type { Logger } from '../../obs/log.js';
+import { connectionConfig, quoteIdentifier } from './connection.js';
+
+const createTableSql = `
+  CREATE TABLE IF NOT EXISTS scheduler_nodes (
+    node_id text PRIMARY KEY,
+    expires_at bigint NOT NULL
+  )`;
+
+/** `$1` = use the database clock, `$2` = the caller's nowMs. */
+const nowSql = '(CASE WHEN $1::bool THEN (extract(epoch FROM clock_timestamp()) * 1000)::bigint ELSE $2::bigint END)';
+
+export async function openPostgresMembership(options: {
+  url: string; schema?: string; useDatabaseClock: boolean; logger: Logger;
+}): Promise<ClusterMembership> {
+  const schema = options.schema ?? 'public';
+  const pool = new pg.Pool({ ...connectionConfig(options.url, schema), max: 1 });
+  pool.on('error', (error) => options.logger.warn({ err: error }, 'postgres membership: idle client failed; reconnecting'));
+  // Several nodes start together: serialise the CREATE under the same advisory lock key space
+  // the store's migrations use a different key of, so concurrent creates cannot collide.
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`tickler-membership-${quoteIdentifier(schema)}`]);
+    await client.query(createTableSql);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  } finally {
+    client.release();
+  }
+  return {
+    heartbeat: async (nodeId, ttlMs, nowMs) => {
+      const result = await pool.query<{ node_id: string }>(
+        `WITH beat AS (
+           INSERT INTO scheduler_nodes (node_id, expires_at) VALUES ($3, ${nowSql} + $4)
+           ON CONFLICT (node_id) DO UPDATE SET expires_at = EXCLUDED.expires_at
+         ), swept AS (
+           DELETE FROM scheduler_nodes WHERE expires_at < ${nowSql} - 3600000
+         )
+         SELECT node_id FROM scheduler_nodes WHERE expires_at > ${nowSql} AND node_id <> $3
+         UNION SELECT $3`,
+        [options.useDatabaseClock, nowMs, nodeId, ttlMs]);
+      return result.rows.map((row) => row.node_id).sort();
+    },
+    leave: async (nodeId) => {
+      await pool.query('DELETE FROM scheduler_nodes WHERE node_id = $1', [nodeId]);
+    },
+    close: () => pool.end(),
+  };
+}
