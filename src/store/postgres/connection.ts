@@ -26,8 +26,15 @@ export const statementTimeoutMs = 15_000;
  * frozen or cut off without a reset, where the server-side statement_timeout cannot act.
  */
 export const queryTimeoutMs = statementTimeoutMs + 5_000;
-/** A session idle inside a transaction this long is killed by the server (a crashed node). */
-export const idleInTransactionTimeoutMs = 30_000;
+/**
+ * A session idle inside a transaction this long is killed by the server. Short on purpose:
+ * a node paused mid-dispatch (GC pause, SIGSTOP) holds its shard rows FOR SHARE, and no one
+ * can take those shards over until its transaction ends; the chaos run showed takeovers
+ * waiting for the zombie to wake up at 30 s. Our transactions never wait on the client
+ * between statements for more than a few milliseconds, and one that is killed is rolled
+ * back whole, which at-least-once dispatch tolerates.
+ */
+export const idleInTransactionTimeoutMs = 1_500;
 export const poolSizeDefault = 10;
 
 const int8Oid = 20;
