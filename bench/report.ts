@@ -124,3 +124,14 @@ export function markdownOfResult(result: RecordedResult): string {
   if (result.notes.length > 0) lines.push('', ...result.notes.map((note) => `- ${note}`));
   return lines.join('\n');
 }
+
+/** One table of every figure that has a target, across benchmarks: the page's headline. */
+export function markdownOfSummary(results: RecordedResult[]): string {
+  const rows = results.flatMap((result) => [
+    ...(result.error === null ? [] : [`| ${result.name} | the benchmark failed: ${result.error} | | |`]),
+    ...result.figures.filter((figure) => figure.target !== undefined).map((figure) =>
+      `| ${result.name} | ${figure.label} | ${formatValue(figure.value, figure.unit)} | ` +
+      `${formatTarget(figure.target, figure.unit)} | ${verdictOf(figure, result.quick)} |`),
+  ]);
+  return ['| benchmark | figure | measured | target | verdict |', '| --- | --- | --- | --- | --- |', ...rows].join('\n');
+}

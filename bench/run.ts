@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { benchmarks } from './benchmarks.js';
 import type { BenchContext, Benchmark } from './context.js';
 import { isoOf, wallClock } from './load.js';
-import { machineInfo, markdownOfMachine, markdownOfResult, verdictOf, type RecordedResult } from './report.js';
+import { machineInfo, markdownOfMachine, markdownOfResult, markdownOfSummary, verdictOf, type RecordedResult } from './report.js';
 import { repoRoot } from './server-process.js';
 
 interface RunOptions {
@@ -128,7 +128,7 @@ async function main(): Promise<number> {
   const runStamp = machine.date.replace(/[:.]/g, '-');
   const results: RecordedResult[] = [];
   for (const benchmark of selected) results.push(await runOne(benchmark, options, runStamp));
-  const markdown = [markdownOfMachine(machine), ...results.map(markdownOfResult)].join('\n\n') + '\n';
+  const markdown = [markdownOfMachine(machine), markdownOfSummary(results), ...results.map(markdownOfResult)].join('\n\n') + '\n';
   process.stdout.write(markdown);
   if (options.markdownPath !== null) writeFileSync(options.markdownPath, markdown);
   if (options.jsonPath !== null) {
