@@ -149,7 +149,7 @@ async function readRuns(tx: Transaction, runIds: string[], jobIds: string[]): Pr
 
 function planItem(plan: DispatchPlan, job: LockedJob, item: DispatchItem): DispatchResult {
   const runs: RunOutcome[] = [];
-  for (const occurrence of item.occurrences) runs.push(planOccurrence(plan, job, occurrence));
+  for (const occurrence of item.occurrences) runs.push(planOccurrence(plan, job, occurrence, item.shardToken));
   if (item.summary !== undefined && runs.length > 0) {
     plan.events.push({
       runId: runs[runs.length - 1]!.runId, atMs: plan.nowMs, type: 'catch_up_summary', fromStatus: null, toStatus: null,
@@ -176,7 +176,7 @@ function planItem(plan: DispatchPlan, job: LockedJob, item: DispatchItem): Dispa
   return { kind: 'dispatched', timerId: item.timerId, runs, pool: job.spec.pool, nextTimerId };
 }
 
-function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: OccurrenceWrite): RunOutcome {
+function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: OccurrenceWrite, shardToken: string): RunOutcome {
   const runId = runIdOf(job.jobId, occurrence.scheduledAtMs);
   const known = plan.existingStatus.get(runId) ?? plan.newRuns.get(runId)?.outcome.status;
   if (known !== undefined) return { runId, status: known, inserted: false };
@@ -210,7 +210,8 @@ function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: Occurren
   });
   plan.events.push({
     runId, atMs: plan.nowMs, type: final ? 'skipped' : 'dispatched', fromStatus: null, toStatus: status,
-    detail: held ? { held: true } : final && lastError !== null ? { reason: lastError } : null,
+    // The shard token in the ledger lets a history checker prove no stale token was accepted.
+    detail: final ? (lastError !== null ? { reason: lastError } : null) : { shard_token: shardToken, ...(held ? { held: true } : {}) },
   });
   return outcome;
 }

@@ -69,7 +69,7 @@ export class Dispatcher {
       return { kind: 'timer_gone', timerId: item.timerId };
     }
     const job = jobFromRow(row);
-    const runs = item.occurrences.map((occurrence) => this.recordOccurrence(job, occurrence, nowMs, readyPools));
+    const runs = item.occurrences.map((occurrence) => this.recordOccurrence(job, occurrence, nowMs, readyPools, item.shardToken));
     if (item.summary !== undefined) {
       const summaryRunId = runs.at(-1)?.runId ?? runIdOf(job.jobId, item.summary.toScheduledAtMs);
       this.runs.event(summaryRunId, nowMs, 'catch_up_summary', null, null, { ...item.summary });
@@ -89,8 +89,8 @@ export class Dispatcher {
     };
   }
 
-  private recordOccurrence(job: JobRecord, occurrence: OccurrenceWrite, nowMs: number, readyPools: string[]):
-    DispatchedRun {
+  private recordOccurrence(job: JobRecord, occurrence: OccurrenceWrite, nowMs: number, readyPools: string[],
+    shardToken: string): DispatchedRun {
     const runId = runIdOf(job.jobId, occurrence.scheduledAtMs);
     const existing = this.runs.get(runId);
     if (existing !== undefined) return { runId, status: existing.status as RunStatus, inserted: false };
@@ -124,7 +124,8 @@ export class Dispatcher {
     }
     const held = decision.action === 'hold';
     this.runs.insertIfAbsent({ ...base, status: 'ready', lastError: null, readyAtMs: nowMs, finishedAtMs: null, held });
-    this.runs.event(runId, nowMs, 'dispatched', null, 'ready', held ? { held: true } : null);
+    // The shard token in the ledger lets a history checker prove no stale token was accepted.
+    this.runs.event(runId, nowMs, 'dispatched', null, 'ready', { shard_token: shardToken, ...(held ? { held: true } : {}) });
     if (!held) readyPools.push(job.spec.pool);
     return { runId, status: 'ready', inserted: true };
   }
