@@ -186,7 +186,9 @@ void describe('postgres store', { skip: skip ?? false }, () => {
       const { store } = handle;
       await assert.rejects(withClient(store.pool, 'test', async (client) => {
         const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-        const ended = once(client, 'end');
+        // Not events.once: it also listens for 'error' and rejects when the FATAL notice arrives
+        // before pg_terminate_backend's own reply, leaving a rejection nobody awaits yet.
+        const ended = new Promise<void>((resolve) => client.once('end', () => resolve()));
         await store.pool.query('SELECT pg_terminate_backend($1)', [pid]);
         await ended;
         await client.query('SELECT 1');
