@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import type Database from 'better-sqlite3';
+import { laneOrder } from '../store.js';
 import { shardCount } from '../../limits.js';
 import { TicklerError } from '../../errors.js';
 import { runStatuses, type JobRecord, type Page, type RunRecord } from '../../domain/types.js';
@@ -47,7 +48,7 @@ export class StoreReads {
   private readonly countJobsWithoutTimerStatement: Database.Statement<[], number>;
   private readonly selectNextLeaseExpiry: Database.Statement<[], number | null>;
   private readonly selectNextRetry: Database.Statement<[], number | null>;
-  private readonly selectNextReady: Database.Statement<[string, string | null, string | null], number | null>;
+  private readonly selectNextReady: Database.Statement<[string, string, string | null, string | null], number | null>;
 
   constructor(db: Database.Database) {
     this.cache = new StatementCache(db);
@@ -65,9 +66,13 @@ export class StoreReads {
       "SELECT min(lease_expires_at) FROM runs WHERE status = 'running'").pluck();
     this.selectNextRetry = db.prepare<[], number | null>(
       "SELECT min(ready_at) FROM runs WHERE status = 'retry_wait'").pluck();
-    this.selectNextReady = db.prepare<[string, string | null, string | null], number | null>(`
-      SELECT min(ready_at) FROM runs
-      WHERE pool = ? AND status IN ('ready', 'retry_wait') AND held = 0 AND (? IS NULL OR team = ?)`).pluck();
+    // Per lane, in ready_at order, first match: a seek on runs_leasable (pool, lane, ready_at).
+    // A min() over the whole pool walked every leasable run of it instead — measured 4 s of a
+    // 40 s, 20,000-run drain, as each long-poll wake-up asked it.
+    this.selectNextReady = db.prepare<[string, string, string | null, string | null], number | null>(`
+      SELECT ready_at FROM runs
+      WHERE pool = ? AND lane = ? AND status IN ('ready', 'retry_wait') AND held = 0 AND (? IS NULL OR team = ?)
+      ORDER BY ready_at LIMIT 1`).pluck();
   }
 
   getJob(team: TeamScope, jobId: string): JobRecord | null {
@@ -182,6 +187,11 @@ export class StoreReads {
   }
 
   nextReadyAtMs(team: TeamScope, pool: string): number | null {
-    return this.selectNextReady.get(pool, team, team) ?? null;
+    let earliestMs: number | null = null;
+    for (const lane of laneOrder) {
+      const readyAtMs = this.selectNextReady.get(pool, lane, team, team) ?? null;
+      if (readyAtMs !== null && (earliestMs === null || readyAtMs < earliestMs)) earliestMs = readyAtMs;
+    }
+    return earliestMs;
   }
 }

@@ -77,10 +77,12 @@ export class SqliteStore implements Store {
   private readonly runTransitions: RunTransitions;
   private readonly reads: StoreReads;
   private readonly writes: GroupCommitQueue;
+  private readonly synchronous: 'FULL' | 'NORMAL';
   private closed = false;
 
   constructor(private readonly db: Database.Database, options: SqliteStoreOptions) {
     const logger = options.logger;
+    this.synchronous = options.synchronous ?? 'FULL';
     this.notifier = new Notifier((error, channel) => {
       if (logger !== undefined) logger.error({ err: error, channel }, 'store notification listener threw');
       else process.emitWarning(new Error(`store notification listener threw on ${channel}`, { cause: error }));
@@ -193,7 +195,31 @@ export class SqliteStore implements Store {
     if (request.max <= 0) return [];
     // Not queued: a lease is already a batch, and long-poll waiters expect an empty answer
     // to come back within the same turn of I/O (an API test's waiter relies on it).
-    return this.run(() => this.runTransitions.lease(request));
+    return this.run(() => {
+      // A read first: most long-poll wake-ups of an idle pool find nothing, and a read
+      // costs a tenth of an empty write transaction.
+      const readyAtMs = this.reads.nextReadyAtMs(request.team, request.pool);
+      if (readyAtMs === null || readyAtMs > request.nowMs) return [];
+      return this.withoutFsync(() => this.runTransitions.lease(request));
+    });
+  }
+
+  /**
+   * Runs a transaction whose loss on power failure is harmless, without waiting for fsync.
+   * A lease is such a write: if it is lost, the worker's token is unknown to the store, its
+   * heartbeat and completion are rejected, and the run is offered again — at least once
+   * still holds. In WAL mode the next FULL commit syncs these frames too, and a process
+   * crash (kill -9) loses nothing either way. Measured: one fsync per lease capped
+   * lease + complete at ~470 runs/s on this machine.
+   */
+  private withoutFsync<T>(operation: () => T): T {
+    if (this.synchronous !== 'FULL') return operation();
+    this.db.pragma('synchronous = NORMAL');
+    try {
+      return operation();
+    } finally {
+      this.db.pragma('synchronous = FULL');
+    }
   }
 
   async heartbeatRun(team: TeamScope, runId: string, fencingToken: string, nowMs: number): Promise<HeartbeatOutcome> {
