@@ -2,8 +2,11 @@
  * Fire → dispatch (DESIGN.md flow 5). Turns due wheel entries into dispatch items — the
  * firing plan of the job's schedule rules plus the shard token this node holds — and hands
  * them to the store in batches, one transaction per batch. A shard whose lease fails the
- * local monotonic check is not fired at all: its entries are dropped, and whoever holds the
- * shard next reloads them from the store.
+ * local monotonic check is not fired at all. If this node no longer holds the shard, its
+ * entries are dropped and whoever holds it next reloads them from the store; if it still
+ * holds it and only the renewal is late (a loaded machine, a slow database), the entries are
+ * handed back to be tried again shortly — dropping them would leave them unfired until the
+ * next loader refresh, long after the renewal succeeds.
  */
 import type { Clock } from '../clock.js';
 import { planFiring } from '../domain/firing-plan.js';
@@ -17,6 +20,8 @@ import type { ShardLeaseManager } from './shard-lease-manager.js';
 export interface DispatchOutcome {
   /** Timers to put back in the wheel: next occurrences within reach. */
   nextTimers: LoadedTimer[];
+  /** Due timers not fired because the lease of a shard this node still holds awaits renewal. */
+  heldBack: LoadedTimer[];
 }
 
 export class Dispatcher {
@@ -33,15 +38,15 @@ export class Dispatcher {
 
   /** Dispatches `due` (in fire order) in batches; answers the next timers the store wrote. */
   async dispatch(due: readonly LoadedTimer[]): Promise<DispatchOutcome> {
-    const nextTimers: LoadedTimer[] = [];
+    const outcome: DispatchOutcome = { nextTimers: [], heldBack: [] };
     for (let start = 0; start < due.length; start += dispatchBatchMax) {
       const batch = due.slice(start, start + dispatchBatchMax);
-      await this.dispatchBatch(batch, nextTimers);
+      await this.dispatchBatch(batch, outcome);
     }
-    return { nextTimers };
+    return outcome;
   }
 
-  private async dispatchBatch(batch: readonly LoadedTimer[], nextTimers: LoadedTimer[]): Promise<void> {
+  private async dispatchBatch(batch: readonly LoadedTimer[], outcome: DispatchOutcome): Promise<void> {
     const { store, clock, leases, metrics, logger } = this.deps;
     const nowMs = clock.nowMs();
     const items: DispatchItem[] = [];
@@ -51,6 +56,7 @@ export class Dispatcher {
       const lease = leases.firingLease(timer.shard);
       if (lease === null) {
         heldBack++;
+        if (leases.holds(timer.shard)) outcome.heldBack.push(timer);
         continue;
       }
       const item = this.planItem(timer, lease.token, nowMs);
@@ -66,7 +72,7 @@ export class Dispatcher {
     const results = await store.dispatch(items, nowMs);
     const committedAtMs = clock.nowMs();
     results.forEach((result, index) => {
-      this.account(result, items[index]!, timers[index]!, committedAtMs, nextTimers);
+      this.account(result, items[index]!, timers[index]!, committedAtMs, outcome.nextTimers);
     });
   }
 

@@ -18,6 +18,9 @@ import { RunLeaseSweeper } from './run-lease-sweeper.js';
 import { ScheduleCache } from './schedule-cache.js';
 import { ShardLeaseManager, allShardsPlanner, type ShardPlanner } from './shard-lease-manager.js';
 
+/** How soon a timer held back by a late lease renewal is tried again. */
+const heldBackRetryDelayMs = 100;
+
 export interface SchedulerOptions {
   store: Store;
   clock: Clock;
@@ -179,6 +182,7 @@ export class Scheduler {
           if (due.length === 0) return;
           const outcome = await this.dispatcher.dispatch(due);
           this.requeue(outcome.nextTimers);
+          this.retryHeldBack(outcome.heldBack);
         }
       } catch (error) {
         this.options.logger.error({ err: error }, 'dispatch failed; its timers stay pending and are reloaded');
@@ -208,6 +212,18 @@ export class Scheduler {
         wheelAtMs = this.catchUpNextSlotMs;
       }
       this.wheel.insert(timer.timerId, wheelAtMs, timer);
+    }
+  }
+
+  /**
+   * Timers of a shard whose lease renewal is late go back into the wheel a little later: by
+   * then the renewal has usually landed and they fire; if the shard was lost meanwhile,
+   * onLost has cleared it and they are not put back.
+   */
+  private retryHeldBack(timers: readonly LoadedTimer[]): void {
+    const retryAtMs = this.options.clock.nowMs() + heldBackRetryDelayMs;
+    for (const timer of timers) {
+      if (this.leases.holds(timer.shard)) this.wheel.insert(timer.timerId, retryAtMs, timer);
     }
   }
 

@@ -53,6 +53,7 @@ export class ShardLeaseManager {
   private timer: TimerHandle | null = null;
   private stopped = false;
   private cycle: Promise<void> = Promise.resolve();
+  private cycleStartedAtMs = -Infinity;
   private forceNext: boolean;
 
   constructor(private readonly options: ShardLeaseManagerOptions) {
@@ -86,6 +87,11 @@ export class ShardLeaseManager {
     return entry.lease;
   }
 
+  /** True while this node holds the shard, even if its renewal is late and firing is paused. */
+  holds(shard: number): boolean {
+    return this.held.has(shard);
+  }
+
   ownedShards(): number[] {
     return [...this.held.keys()].sort((a, b) => a - b);
   }
@@ -98,7 +104,10 @@ export class ShardLeaseManager {
   private armTimer(): void {
     if (this.stopped) return;
     const { clock, timing } = this.options;
-    this.timer = clock.setTimer(clock.nowMs() + timing.shardLeaseRenewIntervalMs, async () => {
+    // Fixed rate, from the start of the last cycle: a slow cycle (a loaded machine, a long
+    // acquire after a rebalance) must not push the next renewal past the firing deadline.
+    const atMs = Math.max(clock.nowMs(), this.cycleStartedAtMs + timing.shardLeaseRenewIntervalMs);
+    this.timer = clock.setTimer(atMs, async () => {
       await this.runCycle();
       this.armTimer();
     });
@@ -114,6 +123,7 @@ export class ShardLeaseManager {
   private async renewAndAcquire(): Promise<void> {
     if (this.stopped) return;
     const { store, clock, nodeId, timing, planner } = this.options;
+    this.cycleStartedAtMs = clock.nowMs();
     await this.renew();
     await planner.refresh?.(nodeId, clock.nowMs());
     if (planner.isSatisfied(this.held.size)) return;

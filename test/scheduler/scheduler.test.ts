@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { VirtualClock } from '../../src/clock.js';
+import { TicklerError } from '../../src/errors.js';
 import { runIdOf } from '../../src/domain/identity.js';
 import { timingDefaults, type TimingConfig } from '../../src/limits.js';
 import { silentLogger } from '../../src/obs/log.js';
@@ -28,14 +29,16 @@ interface Harness {
   cleanup(): Promise<void>;
 }
 
-async function harness(options: { path?: string; clock?: VirtualClock; nodeId?: string; force?: boolean } = {}): Promise<Harness> {
+async function harness(options: {
+  path?: string; clock?: VirtualClock; nodeId?: string; force?: boolean; wrap?: (store: Store) => Store;
+} = {}): Promise<Harness> {
   const dir = options.path === undefined ? mkdtempSync(join(tmpdir(), 'tickler-scheduler-')) : null;
   const path = options.path ?? join(dir!, 'tickler.db');
   const clock = options.clock ?? new VirtualClock(startMs);
   const store = await openSqliteStore({ path });
   const metrics = new Metrics();
   const scheduler = new Scheduler({
-    store, clock, metrics, timing, logger: silentLogger(), nodeId: options.nodeId ?? 'node-a',
+    store: options.wrap?.(store) ?? store, clock, metrics, timing, logger: silentLogger(), nodeId: options.nodeId ?? 'node-a',
     forceFirstAcquire: options.force ?? false,
   });
   await scheduler.start();
@@ -216,5 +219,41 @@ test('a wake with nothing due (its timer went with a lost shard) does not stop l
       'the first timer fires late, once its shard is owned again');
   } finally {
     await a.cleanup();
+  }
+});
+
+test('a timer held back while the lease renewal is late fires once it lands, not at the next refresh', async () => {
+  // Renewals fail for a while (a loaded machine, a slow database): the node keeps its shards
+  // but its local check stops it firing. The due timer must wait in the wheel, not be dropped
+  // until the loader's next refresh (30 s later).
+  let renewalsFail = false;
+  const h = await harness({
+    wrap: (store) => new Proxy(store, {
+      get(target, property, receiver) {
+        if (property === 'renewShardLeases' && renewalsFail) {
+          return () => Promise.reject(new TicklerError('unavailable', 'renewal refused by the test'));
+        }
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    }),
+  });
+  try {
+    // Leases were granted at startMs: firing stops at TTL − margin = 8 s; renewals run every 3 s.
+    const atMs = startMs + 9_000;
+    const [outcome] = await h.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)], startMs);
+    const jobId = outcome!.job.jobId;
+    renewalsFail = true;
+    await h.clock.advance(10_000);
+    assert.equal(await h.store.getRun(null, runIdOf(jobId, atMs)), null, 'not fired past the local deadline');
+    assert.ok(await counterValue(h.metrics, 'tickler_dispatch_skipped_local_lease_expired_total') >= 1);
+    assert.equal(h.scheduler.status().shardsOwned, 1024, 'the shards are still held');
+    renewalsFail = false;
+    await h.clock.advance(3_000);
+    const run = await h.store.getRun(null, runIdOf(jobId, atMs));
+    assert.equal(run?.status, 'ready');
+    assert.ok(run.dispatchedAtMs <= startMs + 12_200, `fired at +${run.dispatchedAtMs - startMs} ms, just after the renewal at +12 s`);
+  } finally {
+    await h.cleanup();
   }
 });
