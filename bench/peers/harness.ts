@@ -4,9 +4,12 @@
  * directory), so no run sees another's jobs. Results accumulate in a JSON file keyed by
  * (workload, system), and the report and charts are rewritten from it after every run.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, totalmem } from 'node:os';
-import { dirname, join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { profileSummaryOf } from '../profile.js';
+import { repoRoot } from '../server-process.js';
 import { chartFileName, renderReport } from './report.js';
 import { Progress } from './progress.js';
 import type { ResultsFile, WorkloadRun } from './results.js';
@@ -21,12 +24,22 @@ export interface HarnessOptions {
   allWorkloads: readonly Workload[];
   systems: readonly SystemName[];
   quick: boolean;
+  scale: number;
+  /** Profile tickler's server (`node --cpu-prof`) and put its top frames in the run's notes. */
+  cpuProfile: boolean;
   resultsPath: string;
   /** Where `benchmarks-peers.md` and `img/` go; undefined writes no docs. */
   docsDir: string | undefined;
   findingsPath: string;
   command: string;
   progress: boolean;
+}
+
+/** The commit measured, and whether the engine's sources had uncommitted changes (engineers share one tree). */
+export function sourceRevision(): string {
+  const git = (args: string[]): string => execFileSync('git', args, { cwd: repoRoot, encoding: 'utf8' }).trim();
+  const dirty = git(['status', '--porcelain', '--', 'src']) !== '';
+  return `${git(['rev-parse', '--short', 'HEAD'])}${dirty ? ' + uncommitted changes in src/' : ''}`;
 }
 
 export function machineDescription(): string {
@@ -54,20 +67,26 @@ async function runOne(workload: Workload, system: SystemName, options: HarnessOp
   const progress = new Progress(label, options.progress);
   const startedAt = new Date().toISOString();
   const startedMs = performance.now();
-  const adapter = makeAdapter(system);
-  const run: WorkloadRun = { workload: workload.id, system, settings: adapter.settings, figures: [], notes: [], startedAt, durationMs: 0 };
+  const profileDir = options.cpuProfile && system.startsWith('tickler')
+    ? join(repoRoot, 'artifacts', 'peers-profiles', `${startedAt.replace(/[:.]/g, '-')}-${workload.id}-${system}`)
+    : undefined;
+  const adapter = makeAdapter(system, profileDir === undefined ? {} : { cpuProfileDir: profileDir });
+  const run: WorkloadRun = {
+    workload: workload.id, system, settings: adapter.settings, figures: [], notes: [], startedAt, durationMs: 0, revision: sourceRevision(),
+  };
   const reason = await unavailableReason(system);
   if (reason !== undefined) {
     run.error = `skipped: ${reason}`;
     progress.note(run.error);
     return run;
   }
-  progress.note('starting');
+  const loadBefore = loadavg()[0]!;
+  progress.note(`starting (load average ${loadBefore.toFixed(1)})`);
   let started = false;
   try {
     await adapter.start();
     started = true;
-    const outcome = await workload.run({ adapter, quick: options.quick, progress });
+    const outcome = await workload.run({ adapter, quick: options.quick, scale: options.scale, progress });
     run.figures = outcome.figures;
     run.notes = outcome.notes;
   } catch (error) {
@@ -83,9 +102,26 @@ async function runOne(workload: Workload, system: SystemName, options: HarnessOp
       }
     }
   }
+  // The machine is shared: a run that competed for its two cores says so beside its figures.
+  run.notes.push(`load average ${loadBefore.toFixed(1)} at the start, ${loadavg()[0]!.toFixed(1)} at the end (${cpus().length} cores)`);
+  if (profileDir !== undefined) run.notes.push(...profileNotes(profileDir));
   run.durationMs = Math.round(performance.now() - startedMs);
   progress.note(`done in ${(run.durationMs / 1_000).toFixed(1)} s: ${run.figures.map((item) => `${item.key}=${item.value}`).join(' ')}`);
   return run;
+}
+
+/** The top self-time frames of the server's main-thread profiles (thread 0; the others are tsx's loader). */
+function profileNotes(dir: string): string[] {
+  if (!existsSync(dir)) return [`no CPU profile in ${relative(repoRoot, dir)}`];
+  const files = readdirSync(dir).filter((name) => /\.\d+\.0\.\d+\.cpuprofile$/.test(name));
+  return files.map((name) => {
+    const summary = profileSummaryOf(JSON.parse(readFileSync(join(dir, name), 'utf8')) as Parameters<typeof profileSummaryOf>[0]);
+    const busyMs = Math.max(1, summary.totalMs - summary.idleMs);
+    const share = (ms: number): string => `${((ms / busyMs) * 100).toFixed(1)} %`;
+    return `server CPU profile \`${relative(repoRoot, join(dir, name))}\`: ${(busyMs / 1_000).toFixed(1)} s busy of ` +
+      `${(summary.totalMs / 1_000).toFixed(1)} s; top self time ${summary.topFrames.slice(0, 8).map((entry) => `\`${entry.frame}\` ${share(entry.selfMs)}`).join(', ')}; ` +
+      `by file ${summary.topFiles.map((entry) => `\`${entry.file}\` ${share(entry.selfMs)}`).join(', ')}`;
+  });
 }
 
 function loadResults(options: HarnessOptions): ResultsFile {

@@ -6,6 +6,12 @@
 import { LatencyRecorder, type LatencySummary } from '../latency.js';
 import type { HandlerStart } from './types.js';
 
+interface Waiter {
+  reached: () => boolean;
+  resolve: (reached: boolean) => void;
+  timer?: NodeJS.Timeout;
+}
+
 export class HandleLedger {
   readonly size: number;
   private readonly firstStartMs: Float64Array;
@@ -16,7 +22,7 @@ export class HandleLedger {
   private unknownCount = 0;
   private firstAnyMs = Number.POSITIVE_INFINITY;
   private lastFirstStartMs = Number.NEGATIVE_INFINITY;
-  private waiters: { count: number; resolve: (reached: boolean) => void; timer?: NodeJS.Timeout }[] = [];
+  private waiters: Waiter[] = [];
 
   constructor(size: number) {
     this.size = size;
@@ -63,6 +69,10 @@ export class HandleLedger {
     return Number.isFinite(this.lastFirstStartMs) ? this.lastFirstStartMs : null;
   }
 
+  startCountOf(index: number): number {
+    return this.startCounts[index]!;
+  }
+
   wasHandled(index: number): boolean {
     return this.startCounts[index]! > 0;
   }
@@ -77,9 +87,14 @@ export class HandleLedger {
 
   /** Resolves true once `count` distinct jobs were handled, false if `timeoutMs` passes first. */
   waitForHandled(count: number, timeoutMs: number): Promise<boolean> {
-    if (this.distinctCount >= count) return Promise.resolve(true);
+    return this.waitUntil(() => this.distinctCount >= count, timeoutMs);
+  }
+
+  /** Resolves true once `reached()` holds after some handler start (or already), false after `timeoutMs`. */
+  waitUntil(reached: () => boolean, timeoutMs: number): Promise<boolean> {
+    if (reached()) return Promise.resolve(true);
     return new Promise<boolean>((resolve) => {
-      const waiter: (typeof this.waiters)[number] = { count, resolve };
+      const waiter: Waiter = { reached, resolve };
       waiter.timer = setTimeout(() => {
         this.waiters = this.waiters.filter((other) => other !== waiter);
         resolve(false);
@@ -90,9 +105,9 @@ export class HandleLedger {
 
   private settleWaiters(): void {
     if (this.waiters.length === 0) return;
-    const reached = this.waiters.filter((waiter) => this.distinctCount >= waiter.count);
+    const reached = this.waiters.filter((waiter) => waiter.reached());
     if (reached.length === 0) return;
-    this.waiters = this.waiters.filter((waiter) => this.distinctCount < waiter.count);
+    this.waiters = this.waiters.filter((waiter) => !reached.includes(waiter));
     for (const waiter of reached) {
       clearTimeout(waiter.timer);
       waiter.resolve(true);

@@ -30,6 +30,8 @@ export interface WorkloadRun {
   error?: string;
   startedAt: string;
   durationMs: number;
+  /** The commit measured (see `sourceRevision`). */
+  revision?: string;
 }
 
 export interface ResultsFile {

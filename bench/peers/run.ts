@@ -18,12 +18,18 @@ const program = new Command()
   .option('--workload <ids>', `comma-separated of ${workloadIds.join(', ')}, or all`, 'all')
   .option('--system <names>', `comma-separated of ${systemNames.join(', ')}, or all`, 'all')
   .option('--quick', 'tiny counts (the smoke test)', false)
+  .option('--scale <fraction>', 'multiply the issue\'s job counts (e.g. 0.1 for a rehearsal)', '1')
+  .option('--cpu-prof', 'profile tickler\'s server; top frames go to the notes, profiles to artifacts/peers-profiles', false)
   .option('--results <file>', 'results JSON (accumulates runs by workload and system)')
   .option('--docs-dir <dir>', 'where the report and charts go (default docs/ for full runs, none for --quick)')
   .option('--no-progress', 'no progress lines on stderr')
   .parse();
 
-const options = program.opts<{ workload: string; system: string; quick: boolean; results?: string; docsDir?: string; progress: boolean }>();
+const options = program.opts<{
+  workload: string; system: string; quick: boolean; scale: string; cpuProf: boolean; results?: string; docsDir?: string; progress: boolean;
+}>();
+const scale = Number(options.scale);
+if (!(scale > 0 && scale <= 10)) program.error('--scale must be a number in (0, 10]');
 
 function pick<T extends string>(value: string, known: readonly T[], what: string): T[] {
   if (value === 'all') return [...known];
@@ -38,13 +44,17 @@ const missing = workloadsChosen.filter((id) => !workloads.some((workload) => wor
 if (missing.length > 0 && options.workload !== 'all') program.error(`not implemented yet: ${missing.join(', ')}`);
 const systems: SystemName[] = pick(options.system, systemNames, 'system');
 
+const resultsName = options.quick ? 'quick' : scale === 1 ? 'latest' : `scale-${scale}`;
 const results = await runHarness({
   workloads: available,
   allWorkloads: workloads,
   systems,
   quick: options.quick,
-  resultsPath: resolve(options.results ?? `${repoRoot}/bench/peers/results/${options.quick ? 'quick' : 'latest'}.json`),
-  docsDir: options.docsDir !== undefined ? resolve(options.docsDir) : options.quick ? undefined : `${repoRoot}/docs`,
+  scale,
+  cpuProfile: options.cpuProf,
+  resultsPath: resolve(options.results ?? `${repoRoot}/bench/peers/results/${resultsName}.json`),
+  // Only full-size runs of the issue's counts write the docs, unless told where.
+  docsDir: options.docsDir !== undefined ? resolve(options.docsDir) : resultsName === 'latest' ? `${repoRoot}/docs` : undefined,
   findingsPath: `${repoRoot}/bench/peers/findings.md`,
   command: `npm run bench:peers -- ${process.argv.slice(2).join(' ')}`.trim(),
   progress: options.progress,

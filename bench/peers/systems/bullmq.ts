@@ -60,8 +60,10 @@ export class BullmqAdapter implements SystemAdapter {
       if (isPayload(job.data)) {
         onStart({ index: job.data.i, dueAtMs: job.data.due, handledAtMs });
       } else {
-        // A scheduler's job is added `delay` ms after `timestamp`, due at the occurrence it stands for.
-        onStart({ index: -1, dueAtMs: job.timestamp + job.delay, handledAtMs, recurringKey: String(job.repeatJobKey ?? job.name) });
+        // A scheduler's job id is `repeat:<scheduler>:<occurrence ms>` (job.delay reads 0 once promoted).
+        const occurrence = /:(\d+)$/.exec(job.id ?? '');
+        if (occurrence === null) throw new Error(`scheduler job id ${job.id} names no occurrence`);
+        onStart({ index: -1, dueAtMs: Number(occurrence[1]), handledAtMs, recurringKey: String(job.repeatJobKey ?? job.name) });
       }
     }, { connection: connectionOptions(), concurrency: workerConcurrency, removeOnComplete: { count: 0 }, removeOnFail: { count: 0 } });
     this.worker.on('error', (error) => process.stderr.write(`bullmq worker error: ${error.message}\n`));

@@ -9,10 +9,18 @@ import { GraphileWorkerAdapter } from './graphile-worker.js';
 import { PgBossAdapter } from './pg-boss.js';
 import { TicklerAdapter } from './tickler.js';
 
-export function makeAdapter(name: SystemName, attached?: AttachInfo): SystemAdapter {
+export interface AdapterOptions {
+  /** Attach to a store another process started (child workers) instead of creating one. */
+  attached?: AttachInfo;
+  /** tickler only: run the server under `node --cpu-prof`, writing profiles here. */
+  cpuProfileDir?: string;
+}
+
+export function makeAdapter(name: SystemName, options: AdapterOptions = {}): SystemAdapter {
+  const { attached } = options;
   switch (name) {
-    case 'tickler-sqlite': return new TicklerAdapter('sqlite', attached);
-    case 'tickler-postgres': return new TicklerAdapter('postgres', attached);
+    case 'tickler-sqlite': return new TicklerAdapter('sqlite', options);
+    case 'tickler-postgres': return new TicklerAdapter('postgres', options);
     case 'bullmq': return new BullmqAdapter(attached);
     case 'graphile-worker': return new GraphileWorkerAdapter(attached);
     case 'pg-boss': return new PgBossAdapter(attached);

@@ -39,8 +39,12 @@ export class TicklerAdapter implements SystemAdapter {
   private worker: Worker | undefined;
   server: SchedulerServer | undefined;
 
-  constructor(storeKind: 'sqlite' | 'postgres', attached?: AttachInfo) {
+  private readonly cpuProfileDir: string | undefined;
+
+  constructor(storeKind: 'sqlite' | 'postgres', options: { attached?: AttachInfo; cpuProfileDir?: string } = {}) {
     this.storeKind = storeKind;
+    this.cpuProfileDir = options.cpuProfileDir;
+    const attached = options.attached;
     this.name = storeKind === 'sqlite' ? 'tickler-sqlite' as const : 'tickler-postgres' as const;
     this.attached = attached;
     this.settings = `tickler serve defaults (${storeKind === 'sqlite' ? 'embedded SQLite' : 'PostgreSQL 15'}); ` +
@@ -55,7 +59,8 @@ export class TicklerAdapter implements SystemAdapter {
     this.dataDir = makeTempDir('tickler-peers-');
     if (this.storeKind === 'postgres') this.database = await createFreshDatabase('tickler');
     const storeArgs = this.database === undefined ? [] : ['--store', this.database.url];
-    this.process = await startBenchServer({ dataDir: this.dataDir.dir, args: storeArgs });
+    const profiling = this.cpuProfileDir === undefined ? {} : { cpuProfileDir: this.cpuProfileDir };
+    this.process = await startBenchServer({ dataDir: this.dataDir.dir, args: storeArgs, ...profiling });
     this.connect(this.process.url);
     const port = new URL(this.process.url).port;
     const dataDir = this.dataDir.dir;
@@ -66,7 +71,7 @@ export class TicklerAdapter implements SystemAdapter {
       rssBytes: () => this.process!.rssBytes(),
       kill: () => this.process!.kill(),
       restart: async () => {
-        this.process = await startBenchServer({ dataDir, args: restartArgs });
+        this.process = await startBenchServer({ dataDir, args: restartArgs, ...profiling });
       },
     };
   }

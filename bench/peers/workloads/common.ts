@@ -12,7 +12,14 @@ export interface WorkloadContext {
   adapter: SystemAdapter;
   /** Tiny counts for the smoke test: same code path, seconds instead of minutes. */
   quick: boolean;
+  /** Multiplies the full counts (1 = the issue's counts); ignored with `quick`. */
+  scale: number;
   progress: Progress;
+}
+
+/** A workload's job count: `quickCount` in quick mode, else the issue's count times the scale. */
+export function countOf(context: WorkloadContext, quickCount: number, fullCount: number): number {
+  return context.quick ? quickCount : Math.max(1, Math.round(fullCount * context.scale));
 }
 
 export interface WorkloadOutcome {
@@ -39,7 +46,7 @@ const createLanesDefault = 2;
  * Answers the ids in index order and the elapsed time.
  */
 export async function createInChunks(adapter: SystemAdapter, count: number, jobOf: (index: number) => BenchJob,
-  options: { lanes?: number; onChunk?: (createdCount: number) => void } = {}): Promise<{ ids: string[]; elapsedMs: number }> {
+  options: { lanes?: number; onChunk?: (createdCount: number, firstIndex: number, chunkIds: readonly string[]) => void } = {}): Promise<{ ids: string[]; elapsedMs: number }> {
   const ids: string[] = new Array<string>(count);
   let nextIndex = 0;
   let createdCount = 0;
@@ -57,7 +64,7 @@ export async function createInChunks(adapter: SystemAdapter, count: number, jobO
         ids[first + offset] = id;
       });
       createdCount += created.length;
-      options.onChunk?.(createdCount);
+      options.onChunk?.(createdCount, first, created);
     }
   };
   await Promise.all(Array.from({ length: options.lanes ?? createLanesDefault }, lane));

@@ -7,20 +7,21 @@ import { HandleLedger } from '../ledger.js';
 import { figure } from '../results.js';
 import { wallClock } from '../services.js';
 import {
-  correctnessFigures, createInChunks, lagFigures, progressOf, round,
+  correctnessFigures, countOf, createInChunks, lagFigures, progressOf, round,
   type Workload, type WorkloadContext, type WorkloadOutcome,
 } from './common.js';
 
 /** After the last job is due, how long a system may take to hand out the rest before the run gives up. */
-const drainTimeoutMs = 600_000;
+const drainTimeoutMs = 1_200_000;
 
 export const precisionWorkload: Workload = {
   id: 'W2',
   title: 'precision',
   description: '20,000 jobs due evenly over 10 s, the first 5 s after creation starts; no-op handler',
   headlineKey: 'lag_p99',
-  run: async ({ adapter, quick, progress }: WorkloadContext): Promise<WorkloadOutcome> => {
-    const count = quick ? 200 : 20_000;
+  run: async (context: WorkloadContext): Promise<WorkloadOutcome> => {
+    const { adapter, quick, progress } = context;
+    const count = countOf(context, 200, 20_000);
     const spreadMs = quick ? 1_000 : 10_000;
     const leadMs = quick ? 1_500 : 5_000;
     const ledger = new HandleLedger(count);
@@ -50,8 +51,9 @@ export const throughputWorkload: Workload = {
   title: 'throughput',
   description: '100,000 jobs due now (created with workers stopped), then workers start; no-op handler',
   headlineKey: 'handled_per_s',
-  run: async ({ adapter, quick, progress }: WorkloadContext): Promise<WorkloadOutcome> => {
-    const count = quick ? 300 : 100_000;
+  run: async (context: WorkloadContext): Promise<WorkloadOutcome> => {
+    const { adapter, progress } = context;
+    const count = countOf(context, 300, 100_000);
     const ledger = new HandleLedger(count);
     let createdCount = 0;
     progress.phase('creating', () => `created ${createdCount}/${count}`);
@@ -88,8 +90,9 @@ export const herdWorkload: Workload = {
   title: 'herd',
   description: '50,000 jobs due at the same instant (created beforehand, workers running); no-op handler',
   headlineKey: 'last_start_ms',
-  run: async ({ adapter, quick, progress }: WorkloadContext): Promise<WorkloadOutcome> => {
-    const count = quick ? 300 : 50_000;
+  run: async (context: WorkloadContext): Promise<WorkloadOutcome> => {
+    const { adapter, quick, progress } = context;
+    const count = countOf(context, 300, 50_000);
     // Enough lead for the slowest system to finish creating before the instant (measured: < 20 s for 50,000).
     const leadMs = quick ? 1_500 : 25_000;
     const ledger = new HandleLedger(count);
