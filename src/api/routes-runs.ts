@@ -1,11 +1,21 @@
 /**
  * Runs and workers (API.md "Runs", "Workers"): the ledger, the DLQ and replay, and the
- * worker calls lease (long-poll), heartbeat and complete.
+ * worker calls lease (long-poll), heartbeat and complete, one run at a time or in batches.
  */
 import { Type } from 'typebox';
+import { Compile } from 'typebox/compile';
+import type { FastifyBaseLogger } from 'fastify';
+import { TicklerError } from '../errors.js';
+import * as limits from '../limits.js';
+import type { ItemOutcome } from '../service/run-service.js';
 import type { App, ApiContext } from './app.js';
+import { schemaIssueToError, toTicklerError } from './http-errors.js';
 import {
+  CompleteBatchBody,
   CompleteBody,
+  CompleteItem,
+  HeartbeatBatchBody,
+  HeartbeatItem,
   DlqQuery,
   HeartbeatBody,
   LeaseBody,
@@ -19,9 +29,13 @@ import { scopeOf } from './auth.js';
 import { leasedRunToWire, iso, runToWire, runWithEventsToWire } from './wire.js';
 import { assertEmptyBody, callerOf, checkId, instantOf, limitOf, pageToWire } from './route-helpers.js';
 
+const checkCompleteItem = Compile(CompleteItem);
+const checkHeartbeatItem = Compile(HeartbeatItem);
+
 export function registerRunRoutes(app: App, context: ApiContext): void {
   registerLedgerRoutes(app, context);
   registerWorkerRoutes(app, context);
+  registerWorkerBatchRoutes(app, context);
 }
 
 /** The ledger: what ran, what failed, what is dead, and replay. */
@@ -107,5 +121,90 @@ function registerWorkerRoutes(app: App, { runs, waiters }: ApiContext): void {
       fencingToken: body.fencing_token, status: body.status, error: body.error ?? null, result: body.result ?? null,
     });
     return runToWire(run);
+  });
+}
+
+/** One item of a batch answer: its own status, and the value or the error document. */
+type ItemAnswer<K extends string> = { status: number; error: ReturnType<TicklerError['toBody']>['error'] }
+  | ({ status: 200 } & Record<K, unknown>);
+
+/**
+ * The batch forms of heartbeat and complete (an extension of API.md, documented in
+ * docs/API.md). A worker sends everything it has finished since its previous request in one
+ * call; every item is fenced by its own token and answers for itself, in order, and the
+ * store writes the whole batch in one group commit.
+ */
+function registerWorkerBatchRoutes(app: App, { runs, deps }: ApiContext): void {
+  app.post('/v1/runs::complete', {
+    bodyLimit: limits.batchRequestBodyBytesMax,
+    schema: { body: CompleteBatchBody, querystring: TeamQuery },
+    config: { doc: { summary: 'record the outcomes of up to 1,000 attempts; each item answers for itself, in order' } },
+  }, async (request) => {
+    const scope = scopeOf(callerOf(request), request.query.team);
+    const checked = request.body.completions.map((item) => checkItem(checkCompleteItem, item));
+    const valid = checked.filter((item): item is CompleteItem => !(item instanceof TicklerError));
+    const outcomes = await runs.completeMany(scope, valid.map((item) => ({
+      runId: item.run_id,
+      completion: { fencingToken: item.fencing_token, status: item.status, error: item.error ?? null, result: item.result ?? null },
+    })));
+    const results = mergeInOrder(checked, outcomes, (run) => runToWire(run), 'run', request.log, deps.metrics);
+    return { results };
+  });
+
+  app.post('/v1/runs::heartbeat', {
+    bodyLimit: limits.batchRequestBodyBytesMax,
+    schema: { body: HeartbeatBatchBody, querystring: TeamQuery },
+    config: { doc: { summary: 'extend the leases of up to 1,000 running attempts; each item answers for itself, in order' } },
+  }, async (request) => {
+    const scope = scopeOf(callerOf(request), request.query.team);
+    const checked = request.body.heartbeats.map((item) => checkItem(checkHeartbeatItem, item));
+    const valid = checked.filter((item): item is HeartbeatItem => !(item instanceof TicklerError));
+    const outcomes = await runs.heartbeatMany(scope, valid.map((item) => ({ runId: item.run_id, fencingToken: item.fencing_token })));
+    const results = mergeInOrder(checked, outcomes, (expiresAtMs) => iso(expiresAtMs), 'lease_expires_at', request.log, deps.metrics);
+    return { results };
+  });
+}
+
+interface ItemValidator<T> {
+  Check(value: unknown): value is T;
+  Errors(value: unknown): Parameters<typeof schemaIssueToError>[0];
+}
+
+/** An item's schema and id checks; its error is its answer, the batch goes on. */
+function checkItem<T extends { run_id: string }>(validator: ItemValidator<T>, item: unknown): T | TicklerError {
+  if (!validator.Check(item)) return schemaIssueToError(validator.Errors(item));
+  try {
+    checkId(item.run_id, 'run');
+  } catch (error) {
+    if (error instanceof TicklerError) return error;
+    throw error;
+  }
+  return item;
+}
+
+/**
+ * Puts the store's outcomes back among the items that failed validation, in request order.
+ * An id that cannot exist answers 404 like an unknown one (without a lookup); an error that
+ * is not the client's (an outage, a bug) answers for its item only, and is logged.
+ */
+function mergeInOrder<I, T, K extends string>(
+  checked: readonly (I | TicklerError)[],
+  outcomes: readonly ItemOutcome<T>[],
+  toWire: (value: T) => unknown,
+  name: K,
+  log: FastifyBaseLogger,
+  metrics: ApiContext['deps']['metrics'],
+): ItemAnswer<K>[] {
+  let next = 0;
+  return checked.map((item): ItemAnswer<K> => {
+    const outcome: ItemOutcome<T> = item instanceof TicklerError ? { ok: false, error: item } : outcomes[next++]!;
+    if (outcome.ok) return { status: 200, [name]: toWire(outcome.value) } as ItemAnswer<K>;
+    let error = toTicklerError(outcome.error);
+    if (error === null) {
+      log.error({ err: outcome.error }, 'batch item failed');
+      error = new TicklerError('internal', 'internal error; see the server log');
+    }
+    metrics.httpErrorsTotal.inc({ code: error.code });
+    return { status: error.status, error: error.toBody().error };
   });
 }

@@ -186,6 +186,32 @@ export const CompleteBody = Type.Object({
   result: Type.Optional(Type.Unknown()),
 }, strict);
 
+/**
+ * Batches of worker calls (an extension of API.md: `POST /v1/runs:complete` and
+ * `/v1/runs:heartbeat`). As in `jobs:batch`, items are validated one by one in the handler,
+ * so one bad item fails only itself. A batch is bounded like a lease: a worker completes at
+ * most what it could lease in one call.
+ */
+export const CompleteItem = Type.Object({
+  run_id: Type.String(),
+  fencing_token: fencingToken,
+  status: oneOf(completionStatuses),
+  error: Type.Optional(Type.Union([Type.String({ maxLength: limits.errorTextLengthMax }), Type.Null()])),
+  result: Type.Optional(Type.Unknown()),
+}, strict);
+export type CompleteItem = Static<typeof CompleteItem>;
+
+export const CompleteBatchBody = Type.Object({
+  completions: Type.Array(Type.Unknown(), { minItems: 1, maxItems: limits.leaseBatchMax }),
+}, strict);
+
+export const HeartbeatItem = Type.Object({ run_id: Type.String(), fencing_token: fencingToken }, strict);
+export type HeartbeatItem = Static<typeof HeartbeatItem>;
+
+export const HeartbeatBatchBody = Type.Object({
+  heartbeats: Type.Array(Type.Unknown(), { minItems: 1, maxItems: limits.leaseBatchMax }),
+}, strict);
+
 export const ClockAdvanceBody = Type.Object({
   seconds: Type.Number({ minimum: 0, maximum: specLimits.clockAdvanceSecondsMax }),
 }, strict);

@@ -1,7 +1,8 @@
 /**
  * Run operations behind the HTTP API: the ledger (lists, one run with its events, the DLQ,
- * replay) and the worker calls (heartbeat, complete). Leasing, which may wait, lives in
- * lease-waiters.ts. Fencing is the store's: a stale token changes nothing and is counted.
+ * replay) and the worker calls (heartbeat, complete, and their batches). Leasing, which may
+ * wait, lives in lease-waiters.ts. Fencing is the store's: a stale token changes nothing and
+ * is counted.
  */
 import { TicklerError } from '../errors.js';
 import type { Clock } from '../clock.js';
@@ -23,6 +24,9 @@ export interface Completion {
   error: string | null;
   result: unknown;
 }
+
+/** One item of a batch: it succeeded with a value or failed with its own error. */
+export type ItemOutcome<T> = { ok: true; value: T } | { ok: false; error: unknown };
 
 export class RunService {
   constructor(private readonly deps: RunServiceDeps) {}
@@ -93,6 +97,37 @@ export class RunService {
         throw new TicklerError('cancelled', `run ${runId} was cancelled; its completion is not recorded`);
     }
   }
+
+  /** Completes many attempts in one group commit; answers each item's outcome, in order. */
+  completeMany(scope: TeamScope, items: readonly { runId: string; completion: Completion }[]):
+    Promise<ItemOutcome<RunRecord>[]> {
+    return settleEach(items, (item) => this.complete(scope, item.runId, item.completion));
+  }
+
+  /** Extends many leases in one group commit; answers each item's new expiry, in order. */
+  heartbeatMany(scope: TeamScope, items: readonly { runId: string; fencingToken: string }[]):
+    Promise<ItemOutcome<number>[]> {
+    return settleEach(items, (item) => this.heartbeat(scope, item.runId, item.fencingToken));
+  }
+}
+
+/**
+ * Starts every call before awaiting any, so that all of a batch's store writes are queued in
+ * the same turn and the store's group commit makes them one transaction (one fsync for the
+ * whole batch instead of one per run). Each item is fenced and fails on its own.
+ */
+async function settleEach<I, T>(items: readonly I[], call: (item: I) => Promise<T>): Promise<ItemOutcome<T>[]> {
+  const pending = items.map((item) => {
+    try {
+      return call(item);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  });
+  const settled = await Promise.allSettled(pending);
+  return settled.map((outcome) => outcome.status === 'fulfilled'
+    ? { ok: true, value: outcome.value }
+    : { ok: false, error: outcome.reason as unknown });
 }
 
 function staleToken(runId: string): TicklerError {

@@ -10,7 +10,11 @@ import { TicklerApiError, TicklerNetworkError } from './errors.js';
 import type {
   BatchResult,
   ClockAnswer,
+  CompleteBatchItem,
+  CompleteBatchResult,
   CompleteRequest,
+  HeartbeatBatchItem,
+  HeartbeatBatchResult,
   Job,
   JobCreateRequest,
   JobPatchRequest,
@@ -146,6 +150,19 @@ export class TicklerClient {
 
   completeRun(runId: string, body: CompleteRequest, options?: RequestOptions): Promise<JsonObject> {
     return this.json('POST', `/v1/runs/${segment(runId)}/complete`, { body, ...options });
+  }
+
+  /**
+   * Up to 1,000 completions in one request (`POST /v1/runs:complete`, an extension of
+   * API.md); each item is fenced and answers for itself, in order.
+   */
+  completeRuns(completions: CompleteBatchItem[], options?: RequestOptions): Promise<{ results: CompleteBatchResult[] }> {
+    return this.json('POST', '/v1/runs:complete', { body: { completions }, ...options });
+  }
+
+  /** Up to 1,000 heartbeats in one request (`POST /v1/runs:heartbeat`); each answers for itself. */
+  heartbeatRuns(heartbeats: HeartbeatBatchItem[], options?: RequestOptions): Promise<{ results: HeartbeatBatchResult[] }> {
+    return this.json('POST', '/v1/runs:heartbeat', { body: { heartbeats }, ...options });
   }
 
   // Virtual clock (only on a server started with --virtual-clock; 404 otherwise)

@@ -8,11 +8,15 @@
  * row get no good answer. Two misses at a third of the lease each leave the worker about a
  * third of a lease to stop before the server re-offers the run to someone else; completing
  * after that point could only be rejected or, worse, race the next attempt.
+ *
+ * Heartbeats and completions go through the worker's batchers (batched-calls.ts), so the
+ * attempts of one worker share requests. The worker is told when the handler has settled,
+ * before its completion is acknowledged, so that it can lease the next run meanwhile.
  */
 import type { Clock, TimerHandle } from '../clock.js';
 import { errorTextLengthMax, leaseSecondsMax, leaseSecondsMin } from '../limits.js';
-import type { TicklerClient } from './client.js';
 import { describe } from './client.js';
+import type { CompletionBatcher, HeartbeatBatcher } from './batched-calls.js';
 import { PermanentError, TicklerApiError } from './errors.js';
 import type { CompleteRequest, LeasedRun } from './wire.js';
 
@@ -47,7 +51,10 @@ export class LeaseLostError extends Error {
 }
 
 export interface AttemptDependencies {
-  client: TicklerClient;
+  completions: CompletionBatcher;
+  heartbeats: HeartbeatBatcher;
+  /** Called once the handler has returned or thrown, before the completion is sent. */
+  onHandlerSettled(): void;
   clock: Clock;
   handler: RunHandler;
   logger: WorkerLogger;
@@ -111,6 +118,7 @@ export class RunAttempt {
     } finally {
       this.settled = true;
       this.heartbeatTimer?.cancel();
+      this.dependencies.onHandlerSettled();
     }
     const reason: unknown = this.controller.signal.reason;
     if (reason instanceof LeaseLostError && reason.reason !== 'stopping') {
@@ -128,10 +136,10 @@ export class RunAttempt {
 
   private async heartbeat(): Promise<void> {
     if (this.settled || this.controller.signal.aborted) return;
-    const { client, logger } = this.dependencies;
+    const { heartbeats, logger } = this.dependencies;
     try {
       // A heartbeat that hangs for a whole interval counts as failed, like one refused.
-      await client.heartbeat(this.run.run_id, this.run.fencing_token, { timeoutMs: this.heartbeatIntervalMs });
+      await heartbeats.submit({ run_id: this.run.run_id, fencing_token: this.run.fencing_token }, this.heartbeatIntervalMs);
       this.heartbeatFailures = 0;
     } catch (error) {
       if (error instanceof TicklerApiError && leaseLostCodes.has(error.code)) {
@@ -151,11 +159,11 @@ export class RunAttempt {
   }
 
   private async complete(outcome: Omit<CompleteRequest, 'fencing_token'>): Promise<void> {
-    const { client, clock, logger, random } = this.dependencies;
+    const { completions, clock, logger, random } = this.dependencies;
     const body: CompleteRequest = { fencing_token: this.run.fencing_token, ...outcome };
     for (let tryNumber = 1; ; tryNumber++) {
       try {
-        await client.completeRun(this.run.run_id, body);
+        await completions.submit({ run_id: this.run.run_id, ...body });
         logger.debug({ runId: this.run.run_id, status: body.status }, 'completed');
         return;
       } catch (error) {

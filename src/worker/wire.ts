@@ -169,6 +169,28 @@ export interface CompleteRequest {
   result?: unknown;
 }
 
+/** One item of `POST /v1/runs:complete` (an extension of API.md; see docs/API.md). */
+export interface CompleteBatchItem extends CompleteRequest {
+  run_id: string;
+}
+
+/** One item of `POST /v1/runs:heartbeat`. */
+export interface HeartbeatBatchItem {
+  run_id: string;
+  fencing_token: string;
+}
+
+/** The error document of one failed batch item. */
+export interface ItemError {
+  code: string;
+  message: string;
+  field?: string;
+}
+
+/** Each item of a worker batch answers for itself, in request order. */
+export type CompleteBatchResult = { status: 200; run: Run } | { status: number; error: ItemError };
+export type HeartbeatBatchResult = { status: 200; lease_expires_at: string } | { status: number; error: ItemError };
+
 export interface ClockAnswer {
   now: string;
 }

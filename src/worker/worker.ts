@@ -4,6 +4,12 @@
  * handed over within one round trip rather than a polling interval. The loop sleeps only
  * after an error (exponential backoff with jitter) and while every slot is busy (until one
  * frees). Each leased run becomes a `RunAttempt` (heartbeats, handler, completion).
+ *
+ * Completions and heartbeats of all attempts are batched (batched-calls.ts). A slot frees when
+ * its handler settles, not when the completion is acknowledged, so the next lease overlaps
+ * the completion's round trip; up to `concurrency` completions may wait unacknowledged
+ * beyond that before they hold slots again, which bounds the runs a worker holds at about
+ * twice its concurrency when the server is slow to accept completions.
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -12,6 +18,7 @@ import { leaseBatchMax, leaseWaitSecondsMax } from '../limits.js';
 import { createLogger } from '../obs/log.js';
 import { TicklerClient, describe } from './client.js';
 import { TicklerApiError } from './errors.js';
+import { completionBatcher, heartbeatBatcher, type CompletionBatcher, type HeartbeatBatcher } from './batched-calls.js';
 import { LeaseLostError, RunAttempt, type RunHandler, type WorkerLogger } from './run-attempt.js';
 import type { LeasedRun } from './wire.js';
 
@@ -74,7 +81,12 @@ class PullWorker implements Worker {
   private readonly logger: WorkerLogger;
   private readonly random: () => number;
   private readonly waitS: number;
+  /** Attempts from lease to acknowledged completion. */
   private readonly inFlight = new Map<string, { attempt: RunAttempt; done: Promise<void> }>();
+  /** Handlers running now: the slots in use. */
+  private runningCount = 0;
+  private readonly completions: CompletionBatcher;
+  private readonly heartbeats: HeartbeatBatcher;
   private state: WorkerState = 'created';
   private leaseController = new AbortController();
   /** Resolves whatever the loop is waiting on (a free slot, a backoff) so it looks at state again. */
@@ -105,6 +117,10 @@ class PullWorker implements Worker {
     this.logger = options.logger ?? createLogger({ name: 'tickler-worker' });
     this.random = options.random ?? Math.random;
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+    const routeMissing = (route: string) => () => this.logger.warn({ workerId: this.workerId, route },
+      'the server has no batch route; sending one request per run');
+    this.completions = completionBatcher(this.client, routeMissing('POST /v1/runs:complete'));
+    this.heartbeats = heartbeatBatcher(this.client, routeMissing('POST /v1/runs:heartbeat'));
     this.runDone = new Promise((resolve) => {
       this.resolveRun = resolve;
     });
@@ -158,7 +174,7 @@ class PullWorker implements Worker {
   private async leaseLoop(): Promise<void> {
     let consecutiveErrors = 0;
     while (this.state === 'running') {
-      const freeSlots = Math.min(this.options.concurrency - this.inFlight.size, leaseBatchMax);
+      const freeSlots = Math.min(this.freeSlotCount(), leaseBatchMax);
       if (freeSlots <= 0) {
         await this.sleepUntilWoken();
         continue;
@@ -186,9 +202,21 @@ class PullWorker implements Worker {
     }
   }
 
+  /** Slots not taken by a running handler, less any excess of unacknowledged completions. */
+  private freeSlotCount(): number {
+    const completingCount = this.inFlight.size - this.runningCount;
+    return this.options.concurrency - this.runningCount - Math.max(0, completingCount - this.options.concurrency);
+  }
+
   private startAttempt(run: LeasedRun): void {
+    this.runningCount++;
     const attempt = new RunAttempt(run, {
-      client: this.client,
+      completions: this.completions,
+      heartbeats: this.heartbeats,
+      onHandlerSettled: () => {
+        this.runningCount--;
+        this.wakeLoop();
+      },
       clock: this.clock,
       handler: this.options.handler,
       logger: this.logger,

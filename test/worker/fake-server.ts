@@ -1,7 +1,10 @@
 /**
  * A tiny real HTTP server that speaks the worker routes of API.md, for SDK and CLI tests.
  * Lease requests long-poll until the test offers runs (or the client hangs up); heartbeat
- * and complete answers are scripted per test. Every request is recorded and announced as an
+ * and complete answers are scripted per run, and the batch routes (`/v1/runs:complete`,
+ * `/v1/runs:heartbeat`) answer each item with the same script (a `destroy` for any item
+ * cuts the whole batch's connection). With `batchRoutes = false` they answer 404, as a
+ * server without the extension does. Every request is recorded and announced as an
  * event, so tests wait on what happened instead of sleeping.
  */
 import { EventEmitter, once } from 'node:events';
@@ -36,6 +39,11 @@ export class FakeTicklerServer extends EventEmitter {
     body: { lease_expires_at: new Date(0).toISOString() },
   });
   completeAnswer: (runId: string) => ScriptedAnswer = () => ({ status: 200, body: {} });
+  /** Whether the batch routes exist. */
+  batchRoutes = true;
+  /** Items per batch request received, in order: how well the SDK coalesced. */
+  readonly completeBatchSizes: number[] = [];
+  readonly heartbeatBatchSizes: number[] = [];
   /** Other routes (for client tests): `METHOD /path?query` → answer. */
   readonly routes = new Map<string, ScriptedAnswer>();
   private readonly server: Server;
@@ -107,10 +115,34 @@ export class FakeTicklerServer extends EventEmitter {
       this.completions.push({ runId, body: body as CompleteRequest });
       answer(response, this.completeAnswer(runId));
       this.emit('complete', { runId, body });
+    } else if (method === 'POST' && this.batchRoutes && url.pathname === '/v1/runs:complete') {
+      this.handleCompleteBatch(response, (body as { completions: (CompleteRequest & { run_id: string })[] }).completions);
+    } else if (method === 'POST' && this.batchRoutes && url.pathname === '/v1/runs:heartbeat') {
+      this.handleHeartbeatBatch(response, (body as { heartbeats: { run_id: string; fencing_token: string }[] }).heartbeats);
     } else {
       const scripted = this.routes.get(`${method} ${url.pathname}${url.search}`);
       answer(response, scripted ?? { status: 404, body: { error: { code: 'not_found', message: 'no such route' } } });
     }
+  }
+
+  private handleCompleteBatch(response: ServerResponse, items: (CompleteRequest & { run_id: string })[]): void {
+    this.completeBatchSizes.push(items.length);
+    const answers = items.map(({ run_id: runId, ...body }) => {
+      this.completions.push({ runId, body });
+      return this.completeAnswer(runId);
+    });
+    answerBatch(response, answers, 'run');
+    for (const { run_id: runId, ...body } of items) this.emit('complete', { runId, body });
+  }
+
+  private handleHeartbeatBatch(response: ServerResponse, items: { run_id: string; fencing_token: string }[]): void {
+    this.heartbeatBatchSizes.push(items.length);
+    const answers = items.map(({ run_id: runId, fencing_token: fencingToken }) => {
+      this.heartbeats.push({ runId, fencingToken });
+      return this.heartbeatAnswer(runId);
+    });
+    answerBatch(response, answers, 'lease_expires_at');
+    for (const { run_id: runId } of items) this.emit('heartbeat', runId);
   }
 
   private answerPendingLeases(): void {
@@ -129,6 +161,20 @@ function answer(response: ServerResponse, scripted: ScriptedAnswer): void {
   }
   response.writeHead(scripted.status, { 'content-type': 'application/json' });
   response.end(JSON.stringify(scripted.body));
+}
+
+/** One batch answer from per-item scripts: a 200 item carries its body under `name`. */
+function answerBatch(response: ServerResponse, answers: ScriptedAnswer[], name: 'run' | 'lease_expires_at'): void {
+  if (answers.some((scripted) => scripted === 'destroy')) {
+    response.destroy();
+    return;
+  }
+  const results = answers.map((scripted) => {
+    const { status, body } = scripted as { status: number; body: unknown };
+    if (status !== 200) return { status, ...(body as object) };
+    return { status, [name]: name === 'run' ? body : (body as { lease_expires_at: string }).lease_expires_at };
+  });
+  answer(response, { status: 200, body: { results } });
 }
 
 let runSequence = 0;
