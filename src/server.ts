@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path';
 import { buildApp } from './api/app.js';
 import { SystemClock, VirtualClock, type Clock } from './clock.js';
 import { acquireDataDirLock, type DataDirLock } from './data-dir-lock.js';
-import { TicklerError } from './errors.js';
+import { TicklerError, isTicklerError } from './errors.js';
 import { assertTiming, cronToleranceSecondsDefault, payloadBytesMax, timingDefaults, virtualClockTimingDefaults,
   type TimingConfig } from './limits.js';
 import { createLogger, type Logger } from './obs/log.js';
@@ -20,6 +20,7 @@ import { clusterPlanner } from './scheduler/cluster-planner.js';
 import { openSqliteStore } from './store/sqlite/index.js';
 import { PostgresStore, openPostgresStore } from './store/postgres/index.js';
 import { openPostgresMembership } from './store/postgres/membership.js';
+import { pauseBeforeDispatchOnSignal } from './store/postgres/pause-before-dispatch.js';
 import type { Store } from './store/store.js';
 import { observeRunDeadlines } from './store/observe-run-deadlines.js';
 
@@ -48,6 +49,12 @@ export interface RunningServer {
 }
 
 const partitionMaintenanceIntervalMs = 3_600_000;
+/**
+ * How long a starting node waits for an unreachable database before it gives up. A node
+ * (re)started while PostgreSQL restarts should come up when the database does, not exit.
+ */
+const databaseWaitAtStartMs = 60_000;
+const databaseRetryDelayMsMax = 2_000;
 
 export async function startServer(options: ServeOptions): Promise<RunningServer> {
   const logger = createLogger({ level: options.logLevel });
@@ -56,13 +63,20 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   const nodeId = options.nodeId ?? `${hostname()}-${process.pid}`;
   const clock: Clock = options.virtualClock ? new VirtualClock(options.startAtMs ?? Date.now()) : new SystemClock();
   const metrics = new Metrics({ defaultMetrics: true });
-  const opened = await openStore(options, clock, timing, logger);
-  const membership = opened.store instanceof PostgresStore && options.roles.includes('scheduler')
-    ? await openPostgresMembership({ url: opened.url, schema: opened.store.schema, useDatabaseClock: !clock.isVirtual, logger })
+  const opened = await whenDatabaseAnswers('opening the store', logger, () => openStore(options, clock, timing, logger));
+  const postgres = opened.store instanceof PostgresStore ? opened.store : null;
+  const membership = postgres !== null && options.roles.includes('scheduler')
+    ? await whenDatabaseAnswers('joining the cluster', logger, () =>
+      openPostgresMembership({ url: opened.url, schema: postgres.schema, useDatabaseClock: !clock.isVirtual, logger }))
+      .catch(async (error: unknown) => {
+        await opened.store.close();
+        throw error;
+      })
     : null;
+  const zombieHook = chaosPauseHook(opened.store, clock, logger);
   const scheduler = options.roles.includes('scheduler')
     ? new Scheduler({
-      store: opened.store, clock, nodeId, timing, metrics, logger,
+      store: zombieHook?.store ?? opened.store, clock, nodeId, timing, metrics, logger,
       forceFirstAcquire: opened.lock?.tookOverFromDeadProcess ?? false,
       ...(membership === null ? {} : { planner: clusterPlanner({ membership, membershipTtlMs: timing.shardLeaseTtlMs }) }),
     })
@@ -109,6 +123,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
         maintenance?.stop();
         await scheduler?.stop();
         await membership?.close();
+        zombieHook?.detach();
         await opened.store.close();
         opened.lock?.release();
         logger.info({ nodeId }, 'tickler stopped');
@@ -117,6 +132,38 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       return closing;
     },
   };
+}
+
+/**
+ * The chaos test's zombie (see pause-before-dispatch.ts), on PostgreSQL only and only when
+ * `TICKLER_CHAOS_PAUSE_SIGNAL` names the signal that arms it. Read here rather than among
+ * the serve options: it is a test hook, not configuration.
+ */
+function chaosPauseHook(store: Store, clock: Clock, logger: Logger): ReturnType<typeof pauseBeforeDispatchOnSignal> | null {
+  const signal = process.env['TICKLER_CHAOS_PAUSE_SIGNAL'];
+  if (signal === undefined || signal === '' || !(store instanceof PostgresStore)) return null;
+  if (signal !== 'SIGUSR2') throw new TicklerError('invalid_request', 'TICKLER_CHAOS_PAUSE_SIGNAL may only be SIGUSR2');
+  return pauseBeforeDispatchOnSignal(store, { signal, clock, logger });
+}
+
+/**
+ * Calls `open` until it does not fail with `unavailable`, for up to `databaseWaitAtStartMs`
+ * of backoff. Real-time waits on purpose (as the notifier's reconnects): this is I/O
+ * plumbing, and a virtual clock standing still must not keep a node from starting.
+ */
+async function whenDatabaseAnswers<T>(what: string, logger: Logger, open: () => Promise<T>): Promise<T> {
+  let waitedMs = 0;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await open();
+    } catch (error) {
+      if (!isTicklerError(error) || error.code !== 'unavailable' || waitedMs >= databaseWaitAtStartMs) throw error;
+      const delayMs = Math.min(databaseRetryDelayMsMax, 100 * 2 ** attempt);
+      logger.warn({ err: error, attempt, retryInMs: delayMs }, `${what}: the database does not answer; trying again`);
+      await new Promise((resolveDelay) => setTimeout(resolveDelay, delayMs));
+      waitedMs += delayMs;
+    }
+  }
 }
 
 async function openStore(options: ServeOptions, clock: Clock, timing: TimingConfig, logger: Logger):

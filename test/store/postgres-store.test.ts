@@ -4,12 +4,13 @@
 // `unavailable` fast and heal without a restart (a TCP proxy we control stands between the
 // store and the server, so "PostgreSQL went away" is real and local to the test).
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
 import { describe, it } from 'node:test';
 import { isTicklerError } from '../../src/errors.js';
 import { booleanArray, numberArray, textArray } from '../../src/store/postgres/array-literals.js';
-import { withClient } from '../../src/store/postgres/connection.js';
+import { withClient, withDefaultUser } from '../../src/store/postgres/connection.js';
 import { openPostgresStore } from '../../src/store/postgres/index.js';
 import { listPartitions, partitionDurationMs } from '../../src/store/postgres/partitions.js';
 import type { LoadedTimer } from '../../src/store/store.js';
@@ -194,6 +195,22 @@ void describe('postgres store', { skip: skip ?? false }, () => {
         await client.query('SELECT 1');
       }), (error: unknown) => isTicklerError(error) && error.code === 'unavailable');
       await store.ping();
+    } finally {
+      await handle.cleanup();
+    }
+  });
+
+  void it('runs a transaction on a fresh connection when the pooled one died unnoticed (a paused process)', async () => {
+    const handle = await openTestStore({ poolSize: 1 });
+    try {
+      const { store } = handle;
+      const job = await createJob(store, { timer: null });
+      const pid = (await store.pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      // psql runs synchronously: the backend of the one idle pooled connection dies while this
+      // process cannot see it, as in a process stopped while the database restarted.
+      execFileSync('psql', [withDefaultUser(testPgUrl), '-qAtc', `SELECT pg_terminate_backend(${pid})`]);
+      const run = await store.triggerJob(null, job.jobId, t0Ms);
+      assert.equal(run?.jobId, job.jobId, 'the trigger went through on a fresh connection');
     } finally {
       await handle.cleanup();
     }

@@ -214,23 +214,47 @@ export async function withClient<T>(pool: pg.Pool, operation: string,
   }
 }
 
-export function withTransaction<T>(pool: pg.Pool, hooks: CommitHooks, operation: string,
+/**
+ * Runs `body` in a transaction. A pooled connection that the server dropped while this
+ * process could not notice (paused, or busy while the database restarted) fails its first
+ * statement; as BEGIN is that statement and nothing ran, the transaction is tried once more
+ * on a fresh connection rather than failing the caller.
+ */
+export async function withTransaction<T>(pool: pg.Pool, hooks: CommitHooks, operation: string,
   body: (transaction: Transaction) => Promise<T>): Promise<T> {
-  return withClient(pool, operation, async (client) => {
-    const transaction = new Transaction(client);
-    await client.query('BEGIN');
-    let value: T;
+  for (let tryNumber = 1; ; tryNumber++) {
+    let beginFailed = false;
     try {
-      value = await body(transaction);
-      await hooks.beforeCommit(transaction);
-      await client.query('COMMIT');
+      return await withClient(pool, operation, async (client) => {
+        try {
+          await client.query('BEGIN');
+        } catch (error) {
+          beginFailed = true;
+          throw error;
+        }
+        return runTransaction(client, hooks, body);
+      });
     } catch (error) {
-      await rollbackQuietly(client, error);
-      throw error;
+      const deadConnection = beginFailed && isTicklerError(error) && error.code === 'unavailable';
+      if (!deadConnection || tryNumber >= 2) throw error;
     }
-    hooks.afterCommit(transaction);
-    return value;
-  });
+  }
+}
+
+async function runTransaction<T>(client: pg.PoolClient, hooks: CommitHooks,
+  body: (transaction: Transaction) => Promise<T>): Promise<T> {
+  const transaction = new Transaction(client);
+  let value: T;
+  try {
+    value = await body(transaction);
+    await hooks.beforeCommit(transaction);
+    await client.query('COMMIT');
+  } catch (error) {
+    await rollbackQuietly(client, error);
+    throw error;
+  }
+  hooks.afterCommit(transaction);
+  return value;
 }
 
 async function rollbackQuietly(client: pg.PoolClient, original: unknown): Promise<void> {

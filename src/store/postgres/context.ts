@@ -9,6 +9,12 @@ import { queryPool, withTransaction, type CommitHooks, type Transaction } from '
 
 export interface StoreContext {
   pool: pg.Pool;
+  /**
+   * Shard-lease statements only: a renewal queued behind a burst of dispatches and
+   * completions on the shared pool would let the node's firing deadline pass while it still
+   * holds its shards.
+   */
+  leasePool: pg.Pool;
   hooks: CommitHooks;
   /** Timers due before `now + nearHorizonMs` are announced through onNearTimers. */
   nearHorizonMs: number;
@@ -22,6 +28,11 @@ export interface StoreContext {
 export function transaction<T>(context: StoreContext, operation: string,
   body: (transaction: Transaction) => Promise<T>): Promise<T> {
   return withTransaction(context.pool, context.hooks, operation, body);
+}
+
+export function leaseQuery<Row extends pg.QueryResultRow>(context: StoreContext, operation: string, text: string,
+  values?: unknown[]): Promise<pg.QueryResult<Row>> {
+  return queryPool<Row>(context.leasePool, operation, text, values);
 }
 
 export function query<Row extends pg.QueryResultRow>(context: StoreContext, operation: string, text: string,

@@ -7,7 +7,7 @@
 import pg from 'pg';
 import type { ClusterMembership } from '../../scheduler/cluster-membership.js';
 import type { Logger } from '../../obs/log.js';
-import { connectionConfig, quoteIdentifier } from './connection.js';
+import { connectionConfig, queryPool, quoteIdentifier, withClient } from './connection.js';
 
 const createTableSql = `
   CREATE TABLE IF NOT EXISTS scheduler_nodes (
@@ -26,21 +26,22 @@ export async function openPostgresMembership(options: {
   pool.on('error', (error) => options.logger.warn({ err: error }, 'postgres membership: idle client failed; reconnecting'));
   // Several nodes start together: serialise the CREATE under the same advisory lock key space
   // the store's migrations use a different key of, so concurrent creates cannot collide.
-  const client = await pool.connect();
+  // withClient keeps an 'error' listener on the client and answers `unavailable` when the
+  // database is away (a node starting during a restart retries on that).
   try {
-    await client.query('BEGIN');
-    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`tickler-membership-${quoteIdentifier(schema)}`]);
-    await client.query(createTableSql);
-    await client.query('COMMIT');
+    await withClient(pool, 'openMembership', async (client) => {
+      await client.query('BEGIN');
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`tickler-membership-${quoteIdentifier(schema)}`]);
+      await client.query(createTableSql);
+      await client.query('COMMIT');
+    });
   } catch (error) {
-    await client.query('ROLLBACK');
+    await pool.end();
     throw error;
-  } finally {
-    client.release();
   }
   return {
     heartbeat: async (nodeId, ttlMs, nowMs) => {
-      const result = await pool.query<{ node_id: string }>(
+      const result = await queryPool<{ node_id: string }>(pool, 'membershipHeartbeat',
         `WITH beat AS (
            INSERT INTO scheduler_nodes (node_id, expires_at) VALUES ($3, ${nowSql} + $4)
            ON CONFLICT (node_id) DO UPDATE SET expires_at = EXCLUDED.expires_at
@@ -53,7 +54,7 @@ export async function openPostgresMembership(options: {
       return result.rows.map((row) => row.node_id).sort();
     },
     leave: async (nodeId) => {
-      await pool.query('DELETE FROM scheduler_nodes WHERE node_id = $1', [nodeId]);
+      await queryPool(pool, 'membershipLeave', 'DELETE FROM scheduler_nodes WHERE node_id = $1', [nodeId]);
     },
     close: () => pool.end(),
   };

@@ -50,6 +50,8 @@ export interface PostgresStoreOptions {
 const schemaNamePattern = /^[a-z_][a-z0-9_]{0,40}$/;
 /** Group-commit transactions in flight at once, per kind; two keep both cores busy without starving other calls. */
 const commitsInFlightMax = 2;
+/** Connections kept apart for shard-lease statements (renew, acquire, list, release). */
+const leasePoolSize = 2;
 /** Completions sharing one commit; each is a locked row, an update and an event. */
 const completionsPerCommitMax = 500;
 
@@ -203,7 +205,7 @@ export class PostgresStore implements Store {
     if (this.closed) return;
     this.closed = true;
     await this.notifier.close();
-    await this.context.pool.end();
+    await Promise.all([this.context.pool.end(), this.context.leasePool.end()]);
   }
 }
 
@@ -222,6 +224,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   }
   const logger = options.logger ?? silentLogger();
   const pool = createPool({ url: options.url, schema, poolSize: options.poolSize ?? poolSizeDefault, logger });
+  const leasePool = createPool({ url: options.url, schema, poolSize: leasePoolSize, logger });
   let notifier: Notifier | undefined;
   try {
     await withClient(pool, 'open', (client) => migrate(client, schema));
@@ -231,6 +234,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     };
     const context: StoreContext = {
       pool,
+      leasePool,
       hooks,
       nearHorizonMs: options.nearHorizonMs ?? timingDefaults.loadHorizonMs,
       random: options.random ?? Math.random,
@@ -244,7 +248,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     return store;
   } catch (error) {
     await notifier?.close();
-    await pool.end();
+    await Promise.all([pool.end(), leasePool.end()]);
     throw error;
   }
 }

@@ -10,7 +10,7 @@
  */
 import type { ShardLease } from '../store.js';
 import { numberArray } from './array-literals.js';
-import { query, type StoreContext } from './context.js';
+import { leaseQuery, type StoreContext } from './context.js';
 
 /** `$1` = use the database clock, `$2` = the caller's nowMs. */
 const nowSql = `(CASE WHEN $1::bool THEN (extract(epoch FROM clock_timestamp()) * 1000)::bigint ELSE $2::bigint END)`;
@@ -31,7 +31,7 @@ export async function acquireShardLeases(context: StoreContext, nodeId: string, 
   if (shards.length === 0) return [];
   // Every listed shard draws a token, used or not: gaps are harmless, order is what matters.
   // `EXCLUDED.token > l.token` keeps tokens growing when two acquirers race on one row.
-  const result = await query<LeaseRow>(context, 'acquireShardLeases',
+  const result = await leaseQuery<LeaseRow>(context, 'acquireShardLeases',
     `INSERT INTO shard_leases AS l (shard, node_id, token, expires_at)
      SELECT s, $3, nextval('tickler_tokens'), ${nowSql} + $4
        FROM unnest($5::int[]) AS s ORDER BY s
@@ -47,7 +47,7 @@ export async function acquireShardLeases(context: StoreContext, nodeId: string, 
 export async function renewShardLeases(context: StoreContext, nodeId: string, leases: readonly ShardLease[], ttlMs: number,
   nowMs: number): Promise<ShardLease[]> {
   if (leases.length === 0) return [];
-  const result = await query<LeaseRow>(context, 'renewShardLeases',
+  const result = await leaseQuery<LeaseRow>(context, 'renewShardLeases',
     `WITH held AS (
        SELECT l.shard FROM shard_leases l JOIN unnest($5::int[], $6::bigint[]) AS h(shard, token)
            ON l.shard = h.shard AND l.token = h.token
@@ -62,7 +62,7 @@ export async function renewShardLeases(context: StoreContext, nodeId: string, le
 
 export async function releaseShardLeases(context: StoreContext, nodeId: string, leases: readonly ShardLease[]): Promise<void> {
   if (leases.length === 0) return;
-  await query(context, 'releaseShardLeases',
+  await leaseQuery(context, 'releaseShardLeases',
     `WITH held AS (
        SELECT l.shard FROM shard_leases l JOIN unnest($2::int[], $3::bigint[]) AS h(shard, token)
            ON l.shard = h.shard AND l.token = h.token
@@ -73,7 +73,7 @@ export async function releaseShardLeases(context: StoreContext, nodeId: string, 
 }
 
 export async function listShardLeases(context: StoreContext): Promise<ShardLease[]> {
-  const result = await query<LeaseRow>(context, 'listShardLeases',
+  const result = await leaseQuery<LeaseRow>(context, 'listShardLeases',
     `SELECT shard, node_id, token::text AS token, expires_at FROM shard_leases
       WHERE node_id IS NOT NULL ORDER BY shard`);
   return result.rows.map(leaseFromRow);
