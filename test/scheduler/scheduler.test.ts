@@ -40,6 +40,7 @@ async function harness(options: {
   const scheduler = new Scheduler({
     store: options.wrap?.(store) ?? store, clock, metrics, timing, logger: silentLogger(), nodeId: options.nodeId ?? 'node-a',
     forceFirstAcquire: options.force ?? false,
+    fullReloadEveryRefreshes: 10, // as `tickler serve` runs the embedded store
   });
   await scheduler.start();
   return {
@@ -254,6 +255,22 @@ test('a timer held back while the lease renewal is late fires once it lands, not
     assert.equal(run?.status, 'ready');
     const firedAtMs = run.dispatchedAtMs ?? Infinity;
     assert.ok(firedAtMs <= startMs + 12_200, `fired at +${firedAtMs - startMs} ms, just after the renewal at +12 s`);
+  } finally {
+    await h.cleanup();
+  }
+});
+
+test('timers beyond the load horizon come in with the incremental refreshes, and fire on time', async () => {
+  const h = await harness();
+  try {
+    const dueMs = [400_000, 900_000, 3_600_000].map((offsetMs) => startMs + offsetMs);
+    const created = await h.store.createJobs(dueMs.map((atMs) => jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)), startMs);
+    assert.equal(h.scheduler.status().wheelTimers, 0, 'none is near: the wheel holds only the load window');
+    await h.clock.advance(3_600_000);
+    for (const [index, outcome] of created.entries()) {
+      const run = await h.store.getRun(null, runIdOf(outcome.job.jobId, dueMs[index]!));
+      assert.equal(run?.dispatchedAtMs, dueMs[index], `timer ${index} fires at its time`);
+    }
   } finally {
     await h.cleanup();
   }
