@@ -5,14 +5,14 @@
  * outside looks the fault injector needs: which scheduler owns the busiest shards (read from
  * the shard lease table), and the nodes' counters (read from `/metrics`).
  *
- * Scheduler nodes run with `--roles api,scheduler` so that they answer `/readyz` and
- * `/metrics` (a `--roles scheduler` node opens no port); no client or worker ever talks to
- * their API, so they act as scheduler nodes only.
+ * Scheduler nodes run with `--roles scheduler`: they serve only `/healthz`, `/readyz` and
+ * `/metrics`, which is all the harness reads from them.
  */
 import { join } from 'node:path';
 import pg from 'pg';
 import { shardOf } from '../src/domain/identity.js';
 import type { TimingConfig } from '../src/limits.js';
+import { zombieArmSignal } from './fault-injector.js';
 import type { HistoryRecorder } from './recorder.js';
 import type { ManagedProcess, Supervisor } from './supervisor.js';
 
@@ -56,7 +56,8 @@ export function timingEnv(timing: TimingConfig): Record<string, string> {
 /** Adds every process of the run to the supervisor (none is started yet). */
 export function addClusterProcesses(supervisor: Supervisor, options: ClusterOptions): ClusterLayout {
   const layout: ClusterLayout = { schedulers: [], apis: [], workers: [], urls: new Map() };
-  const serverEnv = { ...timingEnv(options.timing), TICKLER_LOG_LEVEL: process.env['CHAOS_NODE_LOG_LEVEL'] ?? 'info' };
+  const serverEnv = { ...timingEnv(options.timing), TICKLER_LOG_LEVEL: process.env['CHAOS_NODE_LOG_LEVEL'] ?? 'info',
+    TICKLER_CHAOS_PAUSE_SIGNAL: zombieArmSignal };
   const node = (name: string, roles: string, port: number): void => {
     const url = `http://127.0.0.1:${port}`;
     layout.urls.set(name, url);
@@ -70,7 +71,7 @@ export function addClusterProcesses(supervisor: Supervisor, options: ClusterOpti
   for (let index = 1; index <= options.schedulerCount; index++) {
     const name = `scheduler-${index}`;
     layout.schedulers.push(name);
-    node(name, 'api,scheduler', options.portBase + 10 + index);
+    node(name, 'scheduler', options.portBase + 10 + index);
   }
   for (let index = 1; index <= options.apiCount; index++) {
     const name = `api-${index}`;

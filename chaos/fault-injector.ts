@@ -5,6 +5,7 @@
  * plan keeps them from taking the whole cluster down at once.
  */
 import type { Clock } from '../src/clock.js';
+import { pauseArmWindowMs } from '../src/store/postgres/pause-before-dispatch.js';
 import type { ChaosDatabase } from './database.js';
 import type { PlannedFault } from './fault-plan.js';
 import type { HistoryRecorder } from './recorder.js';
@@ -23,6 +24,10 @@ export interface FaultInjectorDeps {
 }
 
 const restartTriesMax = 5;
+/** Arms a scheduler's pause-before-dispatch hook (TICKLER_CHAOS_PAUSE_SIGNAL in cluster.ts). */
+export const zombieArmSignal = 'SIGUSR2';
+/** Within the node's arm window (pause-before-dispatch.ts), so a forced stop never meets a live arming. */
+const zombieArmWaitMs = 900;
 
 export class FaultInjector {
   private readonly deps: FaultInjectorDeps;
@@ -93,6 +98,12 @@ export class FaultInjector {
       await managed.kill();
       await this.waitUntil(this.deps.clock.nowMs() + fault.durationMs);
       await this.restart(managed);
+    } else if (fault.midDispatch === true) {
+      const how = await managed.pauseAtNextDispatch(zombieArmSignal, zombieArmWaitMs);
+      this.deps.log(`fault ${fault.faultId}: ${target} ${how === 'self' ? 'stopped itself before a dispatch' : 'had no dispatch to stop at; SIGSTOP'}`);
+      await this.waitUntil(this.deps.clock.nowMs() + fault.durationMs);
+      managed.resume();
+      if (how === 'forced') await managed.keepContinuing(pauseArmWindowMs + 500);
     } else {
       managed.pause();
       await this.waitUntil(this.deps.clock.nowMs() + fault.durationMs);

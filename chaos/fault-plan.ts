@@ -20,6 +20,11 @@ export interface PlannedFault {
   durationMs: number;
   /** A process name, `busy-owner` (the scheduler owning the busiest shards), or `postgres`. */
   target: string;
+  /**
+   * scheduler_stop only: stop the node between its local lease check and its write at the
+   * sink (its pause-before-dispatch hook), the zombie whose stale write the sink must reject.
+   */
+  midDispatch?: boolean;
 }
 
 export interface FaultPlanOptions {
@@ -56,18 +61,37 @@ export function planFaults(prng: Prng, options: FaultPlanOptions): PlannedFault[
   const weights = faultWeights.filter(([kind]) => kind !== 'postgres_restart' || options.postgresRestart);
   // The first fault waits one lease TTL so every node has taken its shards.
   let offsetMs = options.shardLeaseTtlMs + prng.between(gapMsMin, gapMsMax);
+  let stops = 0;
   while (offsetMs < options.faultPhaseMs) {
-    const kind = prng.weighted(weights);
+    // The first fault is always the zombie (a scheduler stopped mid-dispatch, below): a run
+    // must show the sink rejecting stale writes (TESTING.md), however short it is.
+    const kind = faults.length === 0 ? 'scheduler_stop' : prng.weighted(weights);
     const fault = planOne(prng, kind, offsetMs, options, busyUntilMs, faults.length + 1);
     if (fault !== null) {
+      if (fault.kind === 'scheduler_stop') makeZombieOrNot(fault, stops++, options, busyUntilMs);
       faults.push(fault);
+      const busyUntil = offsetMs + fault.durationMs + restartAllowanceMs;
       const busyKey = busyKeyOf(fault.kind, fault.target);
-      busyUntilMs.set(busyKey, offsetMs + fault.durationMs + restartAllowanceMs);
-      if (fault.target !== busyKey) busyUntilMs.set(fault.target, offsetMs + fault.durationMs + restartAllowanceMs);
+      busyUntilMs.set(busyKey, busyUntil);
+      if (fault.target !== busyKey) busyUntilMs.set(fault.target, busyUntil);
+      // The zombie's write must reach the sink: no database restart while it is stopped.
+      if (fault.midDispatch === true) busyUntilMs.set('postgres', Math.max(busyUntilMs.get('postgres') ?? 0, busyUntil));
     }
     offsetMs += prng.between(gapMsMin, gapMsMax);
   }
   return faults;
+}
+
+/**
+ * Scheduler stops alternate, the first one mid-dispatch (a zombie), unless a database restart
+ * is under way: every run exercises the sink's token fence, and the plain SIGSTOP at a random
+ * instant still gets its turn. A zombie stays stopped for at least 2.5 TTLs, so that another
+ * node surely holds its shards (expiry, a renew cycle, the acquire) when its write lands.
+ */
+function makeZombieOrNot(fault: PlannedFault, stopsBefore: number, options: FaultPlanOptions,
+  busyUntilMs: ReadonlyMap<string, number>): void {
+  fault.midDispatch = stopsBefore % 2 === 0 && (busyUntilMs.get('postgres') ?? -Infinity) <= fault.startOffsetMs;
+  if (fault.midDispatch) fault.durationMs = Math.max(fault.durationMs, Math.round(2.5 * options.shardLeaseTtlMs));
 }
 
 /** Schedulers share one slot (at most one faulted at a time); each worker and the database have their own. */

@@ -59,13 +59,15 @@ export class FaultTimeline {
   }
 
   /**
-   * When the database came back, for an occurrence due while it was down: nothing can fire
-   * during a database outage, so the loose bound counts from its end.
+   * When the database came back, for an occurrence whose dispatch an outage overlapped (due
+   * while it was down, or just before, within the tight bound, when the restart cut its
+   * dispatch short): nothing can fire during a database outage, so the loose bound counts
+   * from its end.
    */
   outageEndMs(fireAtMs: number): number | null {
     let endMs: number | null = null;
     for (const window of this.windows) {
-      if (window.kind === 'postgres_restart' && window.startMs <= fireAtMs && fireAtMs <= window.endMs) {
+      if (window.kind === 'postgres_restart' && window.startMs <= fireAtMs + this.lagBoundMs && fireAtMs <= window.endMs) {
         endMs = Math.max(endMs ?? window.endMs, window.endMs);
       }
     }

@@ -6,7 +6,7 @@
  * finding, not noise.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 
 export interface ProcessSpec {
   name: string;
@@ -136,10 +136,43 @@ export class ManagedProcess {
     this.stateValue = 'stopped';
   }
 
+  /**
+   * Arms the node's pause-before-dispatch hook with `signal` and waits up to `waitMs` for the
+   * process to stop itself; if it has not, stops it with SIGSTOP. Answers which happened.
+   */
+  async pauseAtNextDispatch(signal: NodeJS.Signals, waitMs: number): Promise<'self' | 'forced'> {
+    const child = this.child;
+    if (child === null || this.stateValue !== 'running') throw new Error(`${this.spec.name} is not running`);
+    child.kill(signal);
+    const deadlineMs = performance.now() + waitMs;
+    while (performance.now() < deadlineMs) {
+      if (this.child !== child) throw new Error(`${this.spec.name} exited while armed to pause`);
+      if (isStopped(child.pid)) {
+        this.stateValue = 'stopped';
+        return 'self';
+      }
+      await delay(20);
+    }
+    this.pause();
+    return 'forced';
+  }
+
   resume(): void {
     if (this.child === null || this.stateValue !== 'stopped') return;
     this.child.kill('SIGCONT');
     this.stateValue = 'running';
+  }
+
+  /**
+   * Sends SIGCONT every few tens of milliseconds for `forMs`: after a forced stop, a node that
+   * handles its arming signal only once continued may stop itself once more; this lets it go.
+   */
+  async keepContinuing(forMs: number): Promise<void> {
+    const deadlineMs = performance.now() + forMs;
+    while (performance.now() < deadlineMs && this.child !== null && this.stateValue === 'running') {
+      this.child.kill('SIGCONT');
+      await delay(50);
+    }
   }
 
   /** SIGTERM (after SIGCONT if stopped), SIGKILL if it has not exited within `timeoutMs`. */
@@ -148,6 +181,9 @@ export class ManagedProcess {
     if (child === null) return { graceful: true };
     this.expectingExit = true;
     if (this.stateValue === 'stopped') this.resume();
+    // Also when it looks running: a node may have stopped itself (pause-before-dispatch)
+    // after an arming the harness gave up on; a stopped process would sit on the SIGTERM.
+    child.kill('SIGCONT');
     child.kill('SIGTERM');
     const graceful = await Promise.race([this.exited.then(() => true), delay(timeoutMs).then(() => false)]);
     if (!graceful) await this.kill();
@@ -197,6 +233,18 @@ export class Supervisor {
 
   killAllNow(): void {
     for (const managed of this.processes.values()) managed.killNow();
+  }
+}
+
+/** Linux: the process state in /proc/PID/stat is `T` once SIGSTOP has taken hold. */
+function isStopped(pid: number | undefined): boolean {
+  if (pid === undefined) return false;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'T';
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw error;
   }
 }
 

@@ -159,6 +159,22 @@ void describe('history checker', () => {
     assert.deepEqual(kindsOf(checkHistory([...outage, ...healthyOneShot('j1', at, 10_000)], options)), ['late_inside_fault']);
   });
 
+  void it('also when the outage began just after the fire time, before a dispatch could land', () => {
+    const at = t0 + 20_000;
+    const outage: HistoryEvent[] = [
+      { type: 'fault_start', atMs: at + 20, faultId: 'f1', kind: 'postgres_restart', target: 'postgres' },
+      { type: 'fault_end', atMs: at + 7_000, faultId: 'f1' },
+    ];
+    assert.deepEqual(checkHistory([...outage, ...healthyOneShot('j1', at, 9_000)], options).violations, []);
+    assert.deepEqual(kindsOf(checkHistory([...outage, ...healthyOneShot('j1', at, 12_000)], options)), ['late_inside_fault']);
+    const afterTightBound: HistoryEvent[] = [
+      { type: 'fault_start', atMs: at + options.lagBoundMs + 1, faultId: 'f1', kind: 'postgres_restart', target: 'postgres' },
+      { type: 'fault_end', atMs: at + 7_000, faultId: 'f1' },
+    ];
+    assert.deepEqual(kindsOf(checkHistory([...afterTightBound, ...healthyOneShot('j1', at, 9_000)], options)),
+      ['late_outside_fault'], 'an outage after the tight bound does not excuse a late fire');
+  });
+
   void it('allows a redelivery after the lease expired', () => {
     const at = t0 + 5_000;
     const first = dispatch('j1', at, at + 10, { leaseMs: 5_000 });
