@@ -37,8 +37,12 @@ export function renderReport(results: ResultsFile, workloads: readonly Workload[
     const runs = orderedRuns(results.runs.filter((run) => run.workload === workload.id));
     if (runs.length === 0) continue;
     lines.push('', `## ${workload.id} ${workload.title}`, '', `${workload.description}.`, '', ...workloadTable(workload, runs));
-    const notes = runs.flatMap((run) => [...run.notes, ...(run.error === undefined ? [] : [`failed: ${run.error}`])]
-      .map((note) => `- ${run.system}: ${note}`));
+    const notes = runs.flatMap((run) => [
+      ...(run.scale === undefined ? [] : [`**counts scaled by ${run.scale}** (\`--scale ${run.scale}\`)`]),
+      ...(run.system.startsWith('tickler') && run.revision !== undefined ? [`measured at ${run.revision}`] : []),
+      ...run.notes,
+      ...(run.error === undefined ? [] : [`failed: ${firstLine(run.error)}`]),
+    ].map((note) => `- ${run.system}: ${note}`));
     if (notes.length > 0) lines.push('', ...notes);
     lines.push('', `![${workload.id} ${workload.title}](img/${chartFileName(workload.id)})`);
   }
@@ -78,4 +82,9 @@ function ratioCell(run: WorkloadRun, reference: WorkloadRun, key: string): strin
   const referenceValue = reference.figures.find((item) => item.key === key)?.value ?? null;
   if (value === null || referenceValue === null || referenceValue === 0) return 'n/a';
   return `${formatValue(value / referenceValue)}×`;
+}
+
+function firstLine(text: string): string {
+  const lines = text.split('\n');
+  return lines.length <= 2 ? text : `${lines.slice(0, 2).join(' ')} …`;
 }

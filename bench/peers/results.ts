@@ -32,6 +32,8 @@ export interface WorkloadRun {
   durationMs: number;
   /** The commit measured (see `sourceRevision`). */
   revision?: string;
+  /** The job counts' multiplier when it was not 1 (`--scale`). */
+  scale?: number;
 }
 
 export interface ResultsFile {

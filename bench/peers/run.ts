@@ -44,7 +44,8 @@ const missing = workloadsChosen.filter((id) => !workloads.some((workload) => wor
 if (missing.length > 0 && options.workload !== 'all') program.error(`not implemented yet: ${missing.join(', ')}`);
 const systems: SystemName[] = pick(options.system, systemNames, 'system');
 
-const resultsName = options.quick ? 'quick' : scale === 1 ? 'latest' : `scale-${scale}`;
+// Scaled-down runs join the full ones (each run records its scale, and the report shows it).
+const resultsName = options.quick ? 'quick' : 'latest';
 const results = await runHarness({
   workloads: available,
   allWorkloads: workloads,
