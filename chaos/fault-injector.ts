@@ -27,7 +27,7 @@ const restartTriesMax = 5;
 /** Arms a scheduler's pause-before-dispatch hook (TICKLER_CHAOS_PAUSE_SIGNAL in cluster.ts). */
 export const zombieArmSignal = 'SIGUSR2';
 /** Within the node's arm window (pause-before-dispatch.ts), so a forced stop never meets a live arming. */
-const zombieArmWaitMs = 900;
+const zombieArmWaitMs = 2_800;
 
 export class FaultInjector {
   private readonly deps: FaultInjectorDeps;

@@ -2,6 +2,8 @@
 // the same schema for the racing tests, and one reachability probe that turns into a clear
 // skip reason, unless TICKLER_REQUIRE_PG=1 makes an unreachable server a failure.
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import net from 'node:net';
 import pg from 'pg';
 import { withDefaultUser } from '../../src/store/postgres/connection.js';
 import { openPostgresStore, type PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres/index.js';
@@ -72,5 +74,47 @@ export async function openTestStore(options: Partial<PostgresStoreOptions> = {})
       await Promise.all([store, ...peers].map((opened) => opened.close()));
       await dropSchema(schema);
     },
+  };
+}
+
+/** A TCP proxy to PostgreSQL that can drop every connection and refuse new ones, then come back. */
+export async function startProxy(target: URL): Promise<{ port: number; stop(): Promise<void>; restart(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  let server: net.Server | null = null;
+  let port = 0;
+  const listen = async (): Promise<void> => {
+    const created = net.createServer((client) => {
+      const upstream = net.connect(Number(target.port || 5432), target.hostname);
+      for (const socket of [client, upstream]) {
+        sockets.add(socket);
+        socket.on('close', () => sockets.delete(socket));
+        socket.on('error', () => {
+          client.destroy();
+          upstream.destroy();
+        });
+      }
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    created.listen(port, '127.0.0.1');
+    await once(created, 'listening');
+    port = (created.address() as net.AddressInfo).port;
+    server = created;
+  };
+  await listen();
+  return {
+    get port() {
+      return port;
+    },
+    stop: async () => {
+      const current = server;
+      server = null;
+      for (const socket of sockets) socket.destroy();
+      if (current !== null) {
+        current.close();
+        await once(current, 'close');
+      }
+    },
+    restart: listen,
   };
 }

@@ -15,7 +15,7 @@ import { openPostgresStore } from '../../src/store/postgres/index.js';
 import { listPartitions, partitionDurationMs } from '../../src/store/postgres/partitions.js';
 import type { LoadedTimer } from '../../src/store/store.js';
 import { createJob, jobRecord, jobSpec, pendingTimerOf, t0Ms, timerAt } from './conformance-fixtures.js';
-import { dropSchema, freshSchemaName, openTestStore, postgresSkipReason, testPgUrl } from './postgres-harness.js';
+import { dropSchema, freshSchemaName, openTestStore, postgresSkipReason, startProxy, testPgUrl } from './postgres-harness.js';
 
 const skip = await postgresSkipReason();
 
@@ -256,45 +256,3 @@ void describe('postgres store', { skip: skip ?? false }, () => {
     }
   });
 });
-
-/** A TCP proxy to PostgreSQL that can drop every connection and refuse new ones, then come back. */
-async function startProxy(target: URL): Promise<{ port: number; stop(): Promise<void>; restart(): Promise<void> }> {
-  const sockets = new Set<net.Socket>();
-  let server: net.Server | null = null;
-  let port = 0;
-  const listen = async (): Promise<void> => {
-    const created = net.createServer((client) => {
-      const upstream = net.connect(Number(target.port || 5432), target.hostname);
-      for (const socket of [client, upstream]) {
-        sockets.add(socket);
-        socket.on('close', () => sockets.delete(socket));
-        socket.on('error', () => {
-          client.destroy();
-          upstream.destroy();
-        });
-      }
-      client.pipe(upstream);
-      upstream.pipe(client);
-    });
-    created.listen(port, '127.0.0.1');
-    await once(created, 'listening');
-    port = (created.address() as net.AddressInfo).port;
-    server = created;
-  };
-  await listen();
-  return {
-    get port() {
-      return port;
-    },
-    stop: async () => {
-      const current = server;
-      server = null;
-      for (const socket of sockets) socket.destroy();
-      if (current !== null) {
-        current.close();
-        await once(current, 'close');
-      }
-    },
-    restart: listen,
-  };
-}

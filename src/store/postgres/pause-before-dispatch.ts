@@ -20,7 +20,7 @@ import type { Store } from '../store.js';
  * An arming not used within this long lapses: a harness that gave up waiting and stopped the
  * node by hand must not have it stop itself again after SIGCONT.
  */
-export const pauseArmWindowMs = 1_000;
+export const pauseArmWindowMs = 3_000;
 
 export function pauseBeforeDispatchOnSignal(store: Store, options: {
   signal: NodeJS.Signals; clock: Clock; logger: Logger;
