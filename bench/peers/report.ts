@@ -4,6 +4,7 @@
  * a rerun of one workload updates its section and keeps the others. Hand-written findings
  * (where tickler loses and why) live in `bench/peers/findings.md` and are put in verbatim.
  */
+import { goalsTable } from './goals.js';
 import type { PeerFigure, ResultsFile, WorkloadId, WorkloadRun } from './results.js';
 import { formatValue } from './svg-chart.js';
 import { systemNames, type SystemName } from './types.js';
@@ -22,6 +23,10 @@ export function renderReport(results: ResultsFile, workloads: readonly Workload[
     'Every system runs in the same invocation, one after another, with the same job count, payload (`{"i", "due"}`) and',
     'worker concurrency (50). Lag is handler start − due time, both read from the same wall clock in the harness process',
     '(tickler\'s workers are SDK workers in that process, pulling from a real `tickler serve` process over HTTP).',
+    '',
+    '## Goals',
+    '',
+    ...goalsTable(results.runs),
     '',
     findings.trim(),
     '',
@@ -81,7 +86,9 @@ function ratioCell(run: WorkloadRun, reference: WorkloadRun, key: string): strin
   const value = run.figures.find((item) => item.key === key)?.value ?? null;
   const referenceValue = reference.figures.find((item) => item.key === key)?.value ?? null;
   if (value === null || referenceValue === null || referenceValue === 0) return 'n/a';
-  return `${formatValue(value / referenceValue)}×`;
+  const ratio = value / referenceValue;
+  // Two significant digits: ratios here span from thousandths to thousands.
+  return `${ratio >= 100 ? Math.round(ratio).toLocaleString('en-US') : Number(ratio.toPrecision(2)).toString()}×`;
 }
 
 function firstLine(text: string): string {

@@ -100,7 +100,7 @@ function linearScale(values: number[]): (value: number) => number {
 }
 
 export function formatValue(value: number): string {
-  if (Math.abs(value) >= 100) return Math.round(value).toLocaleString('en-US');
+  if (Number.isInteger(value) || Math.abs(value) >= 100) return Math.round(value).toLocaleString('en-US');
   if (Math.abs(value) >= 10) return value.toFixed(1);
   return value.toFixed(2);
 }
