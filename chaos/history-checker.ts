@@ -11,7 +11,7 @@
  * inside. Then each dispatched run's attempts are checked for duplicates and stale writes,
  * and each recurring job for a recurrence that stopped.
  */
-import { runIdOf } from '../src/domain/identity.js';
+import { runIdOf, shardOf } from '../src/domain/identity.js';
 import { analyseRun, attemptsOf } from './attempts.js';
 import { FaultTimeline, faultWindowsOf, lagStatsOf, type LagStats } from './fault-windows.js';
 import type {
@@ -19,6 +19,7 @@ import type {
   DispatchEvent,
   HeartbeatEvent,
   HistoryEvent,
+  LedgerDispatchEvent,
   LedgerJobRecord,
   LedgerRunRecord,
 } from './history.js';
@@ -161,6 +162,7 @@ export function checkHistory(history: readonly HistoryEvent[], options: CheckOpt
     checkAttempts(runId, dispatches, observations, clockSlackMs, tally);
   }
   checkRecurrences(jobs, occurrences, observations, options, tally);
+  checkShardTokenOrder(history, observations, tally);
   tally.counts.staleRejectedShardTokens = staleShardRejections(history,
     options.staleShardCounterName ?? staleShardCounterDefault);
   if (options.requireStaleRejected === true
@@ -291,6 +293,30 @@ function fitsSchedule(job: JobRecord, scheduledAtMs: number, options: CheckOptio
   // The create was sent at createSentAtMs; its created_at is at or after that.
   return options.expandSchedule(job.schedule, job.policies.dstGap, job.createSentAtMs - 1, scheduledAtMs)
     .some((occurrence) => occurrence.scheduledAtMs === scheduledAtMs);
+}
+
+/**
+ * Per shard, in the ledger's event sequence, the shard token of each accepted dispatch may
+ * only grow (see LedgerDispatchEvent): a dispatch accepted with a token below one an earlier
+ * dispatch of that shard already used was fenced by nothing.
+ */
+function checkShardTokenOrder(history: readonly HistoryEvent[], observations: Observations, tally: Tally): void {
+  const highestByShard = new Map<number, { token: bigint; runId: string }>();
+  const dispatches = history.filter((event): event is LedgerDispatchEvent => event.type === 'ledger_dispatch')
+    .sort((left, right) => left.sequence - right.sequence);
+  for (const dispatch of dispatches) {
+    const jobId = observations.ledgerRuns.get(dispatch.runId)?.jobId;
+    if (jobId === undefined) continue; // a run of another team: not ours to judge
+    const shard = shardOf(jobId);
+    const token = BigInt(dispatch.shardToken);
+    const highest = highestByShard.get(shard);
+    if (highest !== undefined && token < highest.token) {
+      tally.violate('stale_accepted', `${dispatch.runId} dispatched on shard ${shard} with token ${token} after `
+        + `${highest.runId} was dispatched there with token ${highest.token}`);
+      continue;
+    }
+    highestByShard.set(shard, { token, runId: dispatch.runId });
+  }
 }
 
 function checkAttempts(runId: string, dispatches: DispatchEvent[], observations: Observations, clockSlackMs: number,

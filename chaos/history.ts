@@ -173,6 +173,20 @@ export interface LedgerRunRecord {
   events: LedgerRunEvent[];
 }
 
+/**
+ * One `dispatched` run event of the ledger, read from the database after the drain with its
+ * place in the event sequence and the shard token its dispatch held. The sink locks the shard
+ * row for the whole dispatch, so on any one shard the accepted tokens must never go down as
+ * the sequence goes up: one that does was accepted after a newer token had been granted.
+ */
+export interface LedgerDispatchEvent {
+  type: 'ledger_dispatch';
+  atMs: number;
+  runId: string;
+  sequence: number;
+  shardToken: string;
+}
+
 /** One job of the ledger dump. */
 export interface LedgerJobRecord {
   type: 'ledger_job';
@@ -203,6 +217,7 @@ export type HistoryEvent =
   | FaultEndEvent
   | CounterSampleEvent
   | LedgerRunRecord
+  | LedgerDispatchEvent
   | LedgerJobRecord
   | PhaseEvent;
 

@@ -3,6 +3,7 @@
  * with its events (`GET /v1/runs/{run_id}`), and each of the run's jobs (`GET /v1/jobs/{id}`),
  * into the history as `ledger_run` and `ledger_job` lines, times converted to epoch ms.
  */
+import pg from 'pg';
 import type { TicklerClient } from '../src/worker/client.js';
 import type { Run } from '../src/worker/wire.js';
 import type { LedgerRunEvent } from './history.js';
@@ -37,6 +38,27 @@ function eventsOf(run: Run): LedgerRunEvent[] {
       ...(typeof attempt === 'number' ? { attempt } : {}),
     };
   });
+}
+
+/**
+ * Every `dispatched` event carrying a shard token, in event-sequence order, straight from the
+ * run's database (the API does not expose the sequence): the evidence for the checker's
+ * "no stale shard token accepted".
+ */
+export async function dumpDispatchTokens(storeUrl: string, recorder: HistoryRecorder): Promise<number> {
+  const client = new pg.Client({ connectionString: storeUrl, connectionTimeoutMillis: 5_000 });
+  await client.connect();
+  try {
+    const result = await client.query<{ run_id: string; sequence: string; token: string }>(
+      `SELECT run_id, event_id::text AS sequence, detail->>'shard_token' AS token FROM run_events
+        WHERE type = 'dispatched' AND detail->>'shard_token' IS NOT NULL ORDER BY event_id`);
+    for (const row of result.rows) {
+      recorder.record({ type: 'ledger_dispatch', runId: row.run_id, sequence: Number(row.sequence), shardToken: row.token });
+    }
+    return result.rows.length;
+  } finally {
+    await client.end();
+  }
 }
 
 export async function dumpLedger(client: TicklerClient, recorder: HistoryRecorder, jobIds: Iterable<string>):

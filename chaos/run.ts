@@ -23,7 +23,7 @@ import { FaultInjector } from './fault-injector.js';
 import { planFaults } from './fault-plan.js';
 import { checkHistory } from './history-checker.js';
 import { mergeHistories, parseHistory } from './history.js';
-import { dumpLedger } from './ledger-dump.js';
+import { dumpDispatchTokens, dumpLedger } from './ledger-dump.js';
 import { Prng } from './prng.js';
 import { HistoryRecorder } from './recorder.js';
 import { formatReport } from './report.js';
@@ -178,7 +178,8 @@ async function runPhases(args: RunArguments, context: Context): Promise<number> 
   const drainEndMs = clock.nowMs();
   recorder.record({ type: 'phase', phase: 'ledger' });
   const dumped = await dumpLedger(new TicklerClient({ baseUrl: apiUrls[0] as string }), recorder, driver.jobIds.values());
-  log(`ledger: ${dumped.runs} runs, ${dumped.jobs} jobs; faults applied ${injector.applied.length}, `
+  const tokenEvents = await dumpDispatchTokens(database.url, recorder);
+  log(`ledger: ${dumped.runs} runs, ${dumped.jobs} jobs, ${tokenEvents} dispatch tokens; faults applied ${injector.applied.length}, `
     + `skipped ${injector.skipped.length}`);
   const stubborn = await supervisor.terminateAll(nodeStopTimeoutMs);
 

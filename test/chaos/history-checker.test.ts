@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { runIdOf } from '../../src/domain/identity.js';
+import { runIdOf, shardOf } from '../../src/domain/identity.js';
 import { checkHistory, type CheckOptions, type CheckReport, type ViolationKind } from '../../chaos/history-checker.js';
 import type {
   CompletionEvent,
@@ -173,6 +173,22 @@ void describe('history checker', () => {
     ];
     assert.deepEqual(kindsOf(checkHistory([...afterTightBound, ...healthyOneShot('j1', at, 9_000)], options)),
       ['late_outside_fault'], 'an outage after the tight bound does not excuse a late fire');
+  });
+
+  void it('calls a dispatch accepted with a shard token below one already used on that shard stale accepted', () => {
+    const candidates = Array.from({ length: 5_000 }, (_, index) => `j${index + 2}`);
+    const sameShard = candidates.find((jobId) => shardOf(jobId) === shardOf('j1'))!;
+    const otherShard = candidates.find((jobId) => shardOf(jobId) !== shardOf('j1'))!;
+    const [first, second] = [t0 + 5_000, t0 + 6_000];
+    const tokenOf = (jobId: string, atMs: number, sequence: number, shardToken: string): HistoryEvent =>
+      ({ type: 'ledger_dispatch', atMs: t0 + 70_000, runId: runIdOf(jobId, atMs), sequence, shardToken });
+    const runs = (later: string): HistoryEvent[] => [...healthyOneShot('j1', first), ...healthyOneShot(later, second)];
+    assert.deepEqual(checkHistory([...runs(sameShard), tokenOf('j1', first, 1, '10'), tokenOf(sameShard, second, 2, '12')],
+      options).violations, [], 'tokens growing with the sequence');
+    assert.deepEqual(kindsOf(checkHistory([...runs(sameShard), tokenOf(sameShard, second, 2, '10'),
+      tokenOf('j1', first, 1, '12')], options)), ['stale_accepted'], 'a lower token later in the sequence');
+    assert.deepEqual(checkHistory([...runs(otherShard), tokenOf('j1', first, 1, '12'), tokenOf(otherShard, second, 2, '10')],
+      options).violations, [], 'shards are judged apart');
   });
 
   void it('allows a redelivery after the lease expired', () => {
