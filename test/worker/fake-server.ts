@@ -44,6 +44,8 @@ export class FakeTicklerServer extends EventEmitter {
   /** Items per batch request received, in order: how well the SDK coalesced. */
   readonly completeBatchSizes: number[] = [];
   readonly heartbeatBatchSizes: number[] = [];
+  /** While set, batch completions are recorded but answered only once it resolves. */
+  completeGate: Promise<void> | undefined;
   /** Other routes (for client tests): `METHOD /path?query` → answer. */
   readonly routes = new Map<string, ScriptedAnswer>();
   private readonly server: Server;
@@ -116,7 +118,7 @@ export class FakeTicklerServer extends EventEmitter {
       answer(response, this.completeAnswer(runId));
       this.emit('complete', { runId, body });
     } else if (method === 'POST' && this.batchRoutes && url.pathname === '/v1/runs:complete') {
-      this.handleCompleteBatch(response, (body as { completions: (CompleteRequest & { run_id: string })[] }).completions);
+      await this.handleCompleteBatch(response, (body as { completions: (CompleteRequest & { run_id: string })[] }).completions);
     } else if (method === 'POST' && this.batchRoutes && url.pathname === '/v1/runs:heartbeat') {
       this.handleHeartbeatBatch(response, (body as { heartbeats: { run_id: string; fencing_token: string }[] }).heartbeats);
     } else {
@@ -125,8 +127,10 @@ export class FakeTicklerServer extends EventEmitter {
     }
   }
 
-  private handleCompleteBatch(response: ServerResponse, items: (CompleteRequest & { run_id: string })[]): void {
+  private async handleCompleteBatch(response: ServerResponse, items: (CompleteRequest & { run_id: string })[]): Promise<void> {
     this.completeBatchSizes.push(items.length);
+    this.emit('completeBatch', items.length);
+    if (this.completeGate !== undefined) await this.completeGate;
     const answers = items.map(({ run_id: runId, ...body }) => {
       this.completions.push({ runId, body });
       return this.completeAnswer(runId);

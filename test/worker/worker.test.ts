@@ -1,64 +1,16 @@
 // The worker SDK against a real HTTP server that speaks the worker routes. Heartbeats and
 // backoff run on a VirtualClock, so "a third of the lease later" is a clock advance, not a sleep.
 import assert from 'node:assert/strict';
-import { EventEmitter, once } from 'node:events';
 import { afterEach, beforeEach, describe, test } from 'node:test';
 import { VirtualClock } from '../../src/clock.js';
 import { TicklerClient } from '../../src/worker/client.js';
 import { PermanentError } from '../../src/worker/errors.js';
-import { LeaseLostError, type RunHandler, type WorkerLogger, type WorkerRun } from '../../src/worker/run-attempt.js';
+import { LeaseLostError, type RunHandler, type WorkerRun } from '../../src/worker/run-attempt.js';
 import { createWorker, leaseErrorBackoffMs, type Worker } from '../../src/worker/worker.js';
 import { FakeTicklerServer, leasedRun } from './fake-server.js';
+import { RecordingLogger, controlledHandler } from './helpers.js';
 
 const startMs = Date.parse('2026-11-29T02:00:00.000Z');
-
-/** Keeps log lines and announces each as a `line` event, so tests can wait for one. */
-class RecordingLogger extends EventEmitter implements WorkerLogger {
-  readonly lines: { level: string; message: string; details: object }[] = [];
-  debug(details: object, message: string): void { this.record('debug', details, message); }
-  info(details: object, message: string): void { this.record('info', details, message); }
-  warn(details: object, message: string): void { this.record('warn', details, message); }
-  error(details: object, message: string): void { this.record('error', details, message); }
-
-  async next(messagePrefix: string): Promise<void> {
-    for (;;) {
-      const [message] = (await once(this, 'line')) as [string];
-      if (message.startsWith(messagePrefix)) return;
-    }
-  }
-
-  private record(level: string, details: object, message: string): void {
-    this.lines.push({ level, message, details });
-    this.emit('line', message);
-  }
-}
-
-function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (error: unknown) => void } {
-  let resolve!: (value: T) => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
-
-/** A handler that reports each call and waits for the test to let it finish (or for its signal). */
-function controlledHandler(): {
-  handler: RunHandler;
-  started: Promise<{ run: WorkerRun; signal: AbortSignal }>;
-  finish: (value: unknown) => void;
-  fail: (error: unknown) => void;
-} {
-  const started = deferred<{ run: WorkerRun; signal: AbortSignal }>();
-  const outcome = deferred<unknown>();
-  const handler: RunHandler = (run, { signal }) => {
-    started.resolve({ run, signal });
-    signal.addEventListener('abort', () => outcome.reject(signal.reason));
-    return outcome.promise;
-  };
-  return { handler, started: started.promise, finish: outcome.resolve, fail: outcome.reject };
-}
 
 describe('createWorker', () => {
   let server: FakeTicklerServer;

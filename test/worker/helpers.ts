@@ -1,0 +1,98 @@
+// Helpers the worker SDK tests share: a logger that records and announces its lines,
+// handlers the test finishes by hand, and a clock that fires same-instant timers in one turn.
+import { EventEmitter, once } from 'node:events';
+import type { Clock, TimerCallback, TimerHandle } from '../../src/clock.js';
+import type { RunHandler, WorkerLogger, WorkerRun } from '../../src/worker/run-attempt.js';
+
+/** Keeps log lines and announces each as a `line` event, so tests can wait for one. */
+export class RecordingLogger extends EventEmitter implements WorkerLogger {
+  readonly lines: { level: string; message: string; details: object }[] = [];
+  debug(details: object, message: string): void { this.record('debug', details, message); }
+  info(details: object, message: string): void { this.record('info', details, message); }
+  warn(details: object, message: string): void { this.record('warn', details, message); }
+  error(details: object, message: string): void { this.record('error', details, message); }
+
+  async next(messagePrefix: string): Promise<void> {
+    for (;;) {
+      const [message] = (await once(this, 'line')) as [string];
+      if (message.startsWith(messagePrefix)) return;
+    }
+  }
+
+  /** Resolves once `count` lines starting with `messagePrefix` have been logged. */
+  async count(messagePrefix: string, count: number): Promise<void> {
+    while (this.lines.filter((line) => line.message.startsWith(messagePrefix)).length < count) await this.next(messagePrefix);
+  }
+
+  private record(level: string, details: object, message: string): void {
+    this.lines.push({ level, message, details });
+    this.emit('line', message);
+  }
+}
+
+export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (error: unknown) => void } {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+/** A handler that reports each call and waits for the test to let it finish (or for its signal). */
+export function controlledHandler(): {
+  handler: RunHandler;
+  started: Promise<{ run: WorkerRun; signal: AbortSignal }>;
+  finish: (value: unknown) => void;
+  fail: (error: unknown) => void;
+} {
+  const started = deferred<{ run: WorkerRun; signal: AbortSignal }>();
+  const outcome = deferred<unknown>();
+  const handler: RunHandler = (run, { signal }) => {
+    started.resolve({ run, signal });
+    signal.addEventListener('abort', () => outcome.reject(signal.reason));
+    return outcome.promise;
+  };
+  return { handler, started: started.promise, finish: outcome.resolve, fail: outcome.reject };
+}
+
+/**
+ * A clock for tests of same-instant behaviour: `fireDue` runs every timer due by then in one
+ * synchronous pass, as Node's timers phase runs timers that expire together. (VirtualClock
+ * settles the event loop after each timer, so work queued by one timer for "the next turn"
+ * never meets work queued by the next one.)
+ */
+export class SameTurnClock implements Clock {
+  readonly isVirtual = true;
+  private currentMs: number;
+  private timers: { atMs: number; callback: TimerCallback; cancelled: boolean }[] = [];
+
+  constructor(startMs: number) {
+    this.currentMs = startMs;
+  }
+
+  nowMs(): number {
+    return this.currentMs;
+  }
+
+  monotonicMs(): number {
+    return this.currentMs;
+  }
+
+  setTimer(atMs: number, callback: TimerCallback): TimerHandle {
+    const timer = { atMs, callback, cancelled: false };
+    this.timers.push(timer);
+    return { cancel: () => { timer.cancelled = true; } };
+  }
+
+  /** Moves to `nowMs + durationMs` and runs every timer due, in one pass, without awaiting them. */
+  fireDue(durationMs: number): number {
+    this.currentMs += durationMs;
+    const due = this.timers.filter((timer) => !timer.cancelled && timer.atMs <= this.currentMs)
+      .sort((first, second) => first.atMs - second.atMs);
+    this.timers = this.timers.filter((timer) => !due.includes(timer));
+    for (const timer of due) void timer.callback();
+    return due.length;
+  }
+}
