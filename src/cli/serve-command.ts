@@ -13,9 +13,9 @@ export const shutdownDeadlineMs = 10_000;
 export async function runServe(flags: ServeFlags, env: Environment): Promise<void> {
   const options = resolveServeOptions(flags, env, (path) => readFileSync(path, 'utf8'));
   const server = await startServer(options);
-  process.stdout.write(options.roles.includes('api')
-    ? `tickler listening on ${server.url}\n`
-    : `tickler running as ${options.roles.join(',')} (node ${server.nodeId})\n`);
+  // Every node listens (a scheduler-only node serves /healthz, /readyz and /metrics), so every
+  // node prints the same line; scripts and tests wait for it.
+  process.stdout.write(`tickler listening on ${server.url} (roles ${options.roles.join(',')}, node ${server.nodeId})\n`);
   let closing = false;
   const shutdown = (signalName: NodeJS.Signals): void => {
     if (closing) {
