@@ -78,7 +78,7 @@ export async function startServerProcess(options: {
 }
 
 /** Polls `check` until it answers a value (not undefined); for waiting on another process. */
-export async function eventually<T>(check: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
+export async function eventually<T>(check: () => Promise<T | undefined>, what: string, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
