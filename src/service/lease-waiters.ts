@@ -9,7 +9,12 @@
  *
  * Wake-ups are coalesced: a pool is drained by one loop at a time, which serves waiters in
  * arrival order and stops at the first short answer (the pool is empty for that team);
- * wake-ups arriving meanwhile only mark the loop to go round once more. `wait_s` itself is
+ * wake-ups arriving meanwhile only mark the loop to go round once more.
+ *
+ * A request that finds no one parked for its pool leases straight from the store and parks
+ * only if that comes back empty: a busy pool's requests never wait behind one another in
+ * the drain loop, which on PostgreSQL (a round trip per lease) serialised every worker of a
+ * pool on a node. `wait_s` itself is
  * a transport timeout and runs in real time even in virtual-clock mode: a client's HTTP
  * request must end whatever simulated time does.
  */
@@ -63,8 +68,18 @@ export class LeaseWaiters {
   }
 
   /** Leases at once, or waits up to `waitMs` for runs of the pool; answers [] on timeout. */
-  lease(request: LeaseWaitRequest): Promise<LeasedRun[]> {
+  async lease(request: LeaseWaitRequest): Promise<LeasedRun[]> {
     if (request.waitMs <= 0 || this.closed) return this.store.leaseRuns(this.storeRequest(request));
+    // With waiters parked, runs go to them first, in arrival order.
+    if (!this.hasParkedWaiters(request.pool)) {
+      const runs = await this.store.leaseRuns(this.storeRequest(request));
+      if (runs.length > 0 || this.closed || request.signal?.aborted === true) return runs;
+    }
+    return this.park(request);
+  }
+
+  /** Waits for a wake-up to serve the request, or for `waitMs` to pass (answering []). */
+  private park(request: LeaseWaitRequest): Promise<LeasedRun[]> {
     return new Promise<LeasedRun[]>((resolve, reject) => {
       const waiter: Waiter = {
         request, leasing: false, expired: false, settled: false, resolve, reject,
@@ -92,6 +107,10 @@ export class LeaseWaiters {
     let count = 0;
     for (const queue of this.pools.values()) count += queue.waiters.filter((waiter) => !waiter.settled).length;
     return count;
+  }
+
+  private hasParkedWaiters(pool: string): boolean {
+    return this.pools.get(pool)?.waiters.some((waiter) => !waiter.settled) ?? false;
   }
 
   private queueOf(pool: string): PoolQueue {
