@@ -14,7 +14,7 @@ const barAreaWidth = width - labelWidth - valueTextWidth - 20;
 const barHeight = 14;
 const barGap = 3;
 const systemGap = 10;
-const panelHeaderHeight = 26;
+const panelHeaderHeight = 34;
 const palette = ['#9ecae1', '#4292c6', '#08306b', '#fd8d3c'];
 
 const panelTitles: Record<NonNullable<PeerFigure['chart']>, string> = {
