@@ -74,8 +74,12 @@ export function attemptsOf(
  * accepted is a stale write, counted on its own), or the sending of a completion that may
  * have been accepted (the server ends the lease on accepting it).
  */
-function leaseEndMs(attempt: AttemptView, laterSeenAtMs: number): number {
+function leaseEndMs(attempt: AttemptView, laterSeenAtMs: number, ledgerEnds: ReadonlyMap<number, number>): number {
   let endMs = attempt.leaseExpiresAtMs;
+  // The server's own record of the attempt ending (a completion the worker sent but did not
+  // live to record, an expiry) ends the lease as surely as one the harness saw.
+  const ledgerEndMs = ledgerEnds.get(attempt.attempt);
+  if (ledgerEndMs !== undefined) endMs = Math.min(endMs, ledgerEndMs);
   for (const heartbeat of attempt.heartbeats) {
     if (heartbeat.outcome === 'accepted' && heartbeat.leaseExpiresAtMs !== undefined && heartbeat.sentAtMs < laterSeenAtMs) {
       endMs = Math.max(endMs, heartbeat.leaseExpiresAtMs);
@@ -90,10 +94,30 @@ function leaseEndMs(attempt: AttemptView, laterSeenAtMs: number): number {
   return endMs;
 }
 
+/**
+ * When each attempt ended by the ledger: the first event after its `leased` event that moves
+ * the run out of `running`.
+ */
+export function ledgerAttemptEnds(events: readonly { atMs: number; type: string; toStatus: string | null; attempt?: number }[]):
+  Map<number, number> {
+  const ends = new Map<number, number>();
+  let current: number | null = null;
+  for (const event of events) {
+    if (event.type === 'leased' && event.attempt !== undefined) {
+      current = event.attempt;
+    } else if (current !== null && event.toStatus !== null && event.toStatus !== 'running') {
+      if (!ends.has(current)) ends.set(current, event.atMs);
+      current = null;
+    }
+  }
+  return ends;
+}
+
 export function analyseRun(
   runId: string,
   attempts: AttemptView[],
   clockSlackMs: number,
+  ledgerEnds: ReadonlyMap<number, number> = new Map(),
 ): RunAttemptFindings {
   const findings: RunAttemptFindings = {
     concurrentLeases: [],
@@ -120,7 +144,7 @@ export function analyseRun(
       }
     }
   });
-  checkRedeliveries(runId, attempts, clockSlackMs, findings);
+  checkRedeliveries(runId, attempts, clockSlackMs, findings, ledgerEnds);
   checkFinalCompletions(runId, attempts, findings);
   return findings;
 }
@@ -130,7 +154,7 @@ function finalAcceptedOf(attempt: AttemptView): CompletionEvent | undefined {
 }
 
 function checkRedeliveries(runId: string, attempts: AttemptView[], clockSlackMs: number,
-  findings: RunAttemptFindings): void {
+  findings: RunAttemptFindings, ledgerEnds: ReadonlyMap<number, number>): void {
   for (let laterIndex = 1; laterIndex < attempts.length; laterIndex++) {
     const later = attempts[laterIndex] as AttemptView;
     let violated = false;
@@ -145,7 +169,7 @@ function checkRedeliveries(runId: string, attempts: AttemptView[], clockSlackMs:
         violated = true;
         break;
       }
-      const earlierEndMs = leaseEndMs(earlier, later.firstSeenAtMs);
+      const earlierEndMs = leaseEndMs(earlier, later.firstSeenAtMs, ledgerEnds);
       if (later.firstSeenAtMs + clockSlackMs < earlierEndMs) {
         findings.concurrentLeases.push(`${runId}: attempt ${later.attempt} seen at ${later.firstSeenAtMs} while attempt `
           + `${earlier.attempt}'s lease ran until ${earlierEndMs}`);

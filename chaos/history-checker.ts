@@ -12,7 +12,7 @@
  * and each recurring job for a recurrence that stopped.
  */
 import { runIdOf, shardOf } from '../src/domain/identity.js';
-import { analyseRun, attemptsOf } from './attempts.js';
+import { analyseRun, ledgerAttemptEnds, attemptsOf } from './attempts.js';
 import { FaultTimeline, faultWindowsOf, lagStatsOf, type LagStats } from './fault-windows.js';
 import type {
   CompletionEvent,
@@ -323,7 +323,8 @@ function checkAttempts(runId: string, dispatches: DispatchEvent[], observations:
   tally: Tally): void {
   const attempts = attemptsOf(dispatches, observations.completions.get(runId) ?? [],
     observations.heartbeats.get(runId) ?? []);
-  const findings = analyseRun(runId, attempts, clockSlackMs);
+  const ledgerRun = observations.ledgerRuns.get(runId);
+  const findings = analyseRun(runId, attempts, clockSlackMs, ledgerAttemptEnds(ledgerRun?.events ?? []));
   for (const detail of findings.concurrentLeases) tally.violate('duplicate_concurrent_leases', detail);
   for (const detail of findings.dispatchAfterCompletion) tally.violate('duplicate_after_completion', detail);
   for (const detail of findings.duplicateCompletions) tally.violate('duplicate_completions', detail);

@@ -221,6 +221,23 @@ void describe('history checker', () => {
     assert.deepEqual(kindsOf(report), ['duplicate_concurrent_leases']);
   });
 
+  void it('ends an attempt where the ledger says it ended, even when its worker died before recording it', () => {
+    const at = t0 + 5_000;
+    const first = dispatch('j1', at, at + 10, { leaseMs: 5_000 });
+    const second = dispatch('j1', at, at + 2_000, { attempt: 2, worker: 'w2' });
+    const ledger = ledgerRun('j1', at, 'succeeded', at + 5, 2);
+    // The server accepted attempt 1's failure (retry_scheduled) before it leased attempt 2.
+    ledger.events = [
+      { atMs: at + 10, type: 'leased', toStatus: 'running', attempt: 1 },
+      { atMs: at + 1_000, type: 'retry_scheduled', toStatus: 'retry_wait' },
+      { atMs: at + 1_990, type: 'leased', toStatus: 'running', attempt: 2 },
+      { atMs: at + 2_100, type: 'succeeded', toStatus: 'succeeded' },
+    ];
+    const report = checkHistory([...createOneShot('j1', at), first, second, completion(second, at + 2_100), ledger], options);
+    assert.deepEqual(report.violations, []);
+    assert.equal(report.counts.redeliveries, 1);
+  });
+
   void it('calls one token handed to two workers a duplicate', () => {
     const at = t0 + 5_000;
     const first = dispatch('j1', at, at + 10);
