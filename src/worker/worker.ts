@@ -52,7 +52,7 @@ export interface Worker {
   /** Starts and resolves once stopped. */
   run(): Promise<void>;
   readonly workerId: string;
-  /** Runs being handled right now. */
+  /** Runs leased and not yet done: a handler running, or a completion not yet acknowledged. */
   readonly inFlightCount: number;
 }
 
