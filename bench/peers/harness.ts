@@ -146,7 +146,7 @@ function saveResults(options: HarnessOptions, results: ResultsFile): void {
     if (runs.length === 0) continue;
     const header = {
       title: `${workload.id} ${workload.title}: ${workload.description}`,
-      footer: `${results.finishedAt.slice(0, 10)} · ${results.machine} · ${results.command}`,
+      footer: `${results.finishedAt.slice(0, 10)} · ${results.machine} · npm run bench:peers -- --workload ${workload.id} --system all`,
     };
     writeFileSync(join(options.docsDir, 'img', chartFileName(workload.id)), renderWorkloadChart(header, runs));
   }

@@ -42,6 +42,8 @@ export class BullmqAdapter implements SystemAdapter {
       connection: connectionOptions(),
       defaultJobOptions: { removeOnComplete: true, removeOnFail: true },
     });
+    this.queue.on('error', (error) => process.stderr.write(`bullmq queue error: ${error.message}\n`));
+    this.redis.on('error', (error) => process.stderr.write(`redis error: ${error.message}\n`));
     await this.queue.waitUntilReady();
     if (this.attached !== undefined) return;
     const hz = await this.redis.config('GET', 'hz') as string[];

@@ -6,6 +6,7 @@
  * a local queue of `concurrency + 1` (the docs' starting point) and batched completions
  * (`completeJobBatchDelay` 0), a pool of `concurrency + 2` connections.
  */
+import pg from 'pg';
 import { Logger, makeWorkerUtils, parseCronItems, run, type Runner, type WorkerUtils } from 'graphile-worker';
 import { createFreshDatabase, databaseSizeBytes, wallClock, type FreshDatabase } from '../services.js';
 import {
@@ -30,6 +31,7 @@ export class GraphileWorkerAdapter implements SystemAdapter {
   private readonly attached: AttachInfo | undefined;
   private database: FreshDatabase | undefined;
   private url = '';
+  private pool: pg.Pool | undefined;
   private utils: WorkerUtils | undefined;
   private runner: Runner | undefined;
   private recurringCount = 0;
@@ -45,7 +47,15 @@ export class GraphileWorkerAdapter implements SystemAdapter {
     } else {
       this.url = this.attached['url']!;
     }
-    this.utils = await makeWorkerUtils({ connectionString: this.url, logger: quietLogger });
+    // Our own pool, so a terminated backend (another engineer's chaos run restarting PostgreSQL) is
+    // logged instead of crashing the harness with an unhandled 'error' event.
+    this.pool = new pg.Pool({ connectionString: this.url, max: workerConcurrency + 2 });
+    const logPoolError = (error: Error): void => {
+      process.stderr.write(`graphile-worker pool error: ${error.message}\n`);
+    };
+    this.pool.on('error', logPoolError);
+    this.pool.on('connect', (client) => client.on('error', logPoolError));
+    this.utils = await makeWorkerUtils({ pgPool: this.pool, logger: quietLogger });
     await this.utils.migrate();
   }
 
@@ -58,9 +68,8 @@ export class GraphileWorkerAdapter implements SystemAdapter {
       task, match: '* * * * *', identifier: `recurring-${index}`, payload: { r: index }, options: { backfillPeriod: 0 },
     })));
     this.runner = await run({
-      connectionString: this.url,
+      pgPool: this.requirePool(),
       concurrency: workerConcurrency,
-      maxPoolSize: workerConcurrency + 2,
       pollInterval: pollIntervalMs,
       noHandleSignals: true,
       logger: quietLogger,
@@ -117,7 +126,13 @@ export class GraphileWorkerAdapter implements SystemAdapter {
   async stop(): Promise<void> {
     await this.stopWorkers();
     await this.utils?.release();
+    await this.pool?.end();
     await this.database?.drop();
+  }
+
+  private requirePool(): pg.Pool {
+    if (this.pool === undefined) throw new Error('graphile-worker is not started');
+    return this.pool;
   }
 
   private requireUtils(): WorkerUtils {
