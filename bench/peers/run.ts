@@ -62,4 +62,6 @@ const results = await runHarness({
 });
 const failed = results.runs.filter((run) => run.error !== undefined && !run.error.startsWith('skipped:')
   && available.some((workload) => workload.id === run.workload) && systems.includes(run.system));
-process.exitCode = failed.length > 0 ? 1 : 0;
+// Exit rather than wait for the event loop to drain: a peer library may keep timers or pollers
+// alive after its stop() (pg-boss with many queues did), and the results are written by now.
+process.exit(failed.length > 0 ? 1 : 0);
