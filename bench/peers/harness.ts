@@ -137,6 +137,12 @@ function loadResults(options: HarnessOptions): ResultsFile {
 function saveResults(options: HarnessOptions, results: ResultsFile): void {
   mkdirSync(dirname(options.resultsPath), { recursive: true });
   writeFileSync(options.resultsPath, `${JSON.stringify(results, null, 2)}\n`);
+  writeDocs(options, results);
+}
+
+/** Rewrites the report and charts from `results`; `--report-only` calls it after editing findings.md. */
+export function writeDocs(options: HarnessOptions,
+  results: ResultsFile = JSON.parse(readFileSync(options.resultsPath, 'utf8')) as ResultsFile): void {
   if (options.docsDir === undefined) return;
   const findings = existsSync(options.findingsPath) ? readFileSync(options.findingsPath, 'utf8') : '';
   mkdirSync(join(options.docsDir, 'img'), { recursive: true });

@@ -8,7 +8,7 @@
 import { resolve } from 'node:path';
 import { Command } from 'commander';
 import { repoRoot } from '../server-process.js';
-import { runHarness } from './harness.js';
+import { runHarness, writeDocs } from './harness.js';
 import { workloadIds } from './results.js';
 import { systemNames, type SystemName } from './types.js';
 import { workloads } from './workloads/index.js';
@@ -23,10 +23,12 @@ const program = new Command()
   .option('--results <file>', 'results JSON (accumulates runs by workload and system)')
   .option('--docs-dir <dir>', 'where the report and charts go (default docs/ for full runs, none for --quick)')
   .option('--no-progress', 'no progress lines on stderr')
+  .option('--report-only', 'rewrite the report and charts from the results file, running nothing', false)
   .parse();
 
 const options = program.opts<{
   workload: string; system: string; quick: boolean; scale: string; cpuProf: boolean; results?: string; docsDir?: string; progress: boolean;
+  reportOnly: boolean;
 }>();
 const scale = Number(options.scale);
 if (!(scale > 0 && scale <= 10)) program.error('--scale must be a number in (0, 10]');
@@ -46,7 +48,7 @@ const systems: SystemName[] = pick(options.system, systemNames, 'system');
 
 // Scaled-down runs join the full ones (each run records its scale, and the report shows it).
 const resultsName = options.quick ? 'quick' : 'latest';
-const results = await runHarness({
+const harnessOptions = {
   workloads: available,
   allWorkloads: workloads,
   systems,
@@ -59,7 +61,12 @@ const results = await runHarness({
   findingsPath: `${repoRoot}/bench/peers/findings.md`,
   command: `npm run bench:peers -- ${process.argv.slice(2).join(' ')}`.trim(),
   progress: options.progress,
-});
+};
+if (options.reportOnly) {
+  writeDocs(harnessOptions);
+  process.exit(0);
+}
+const results = await runHarness(harnessOptions);
 const failed = results.runs.filter((run) => run.error !== undefined && !run.error.startsWith('skipped:')
   && available.some((workload) => workload.id === run.workload) && systems.includes(run.system));
 // Exit rather than wait for the event loop to drain: a peer library may keep timers or pollers
