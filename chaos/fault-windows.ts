@@ -47,29 +47,44 @@ export class FaultTimeline {
     this.lagBoundMs = options.lagBoundMs;
   }
 
-  /** The kinds of the faults whose effect overlaps the dispatch of an occurrence due at `fireAtMs`. */
-  kindsAt(fireAtMs: number): FaultKind[] {
-    const kinds = new Set<FaultKind>();
-    for (const window of this.windows) {
-      if (window.startMs <= fireAtMs + this.lagBoundMs && fireAtMs <= window.endMs + this.settleMs) {
-        kinds.add(window.kind);
+  /**
+   * The faults whose effect overlaps the dispatch of an occurrence due at `fireAtMs`: those
+   * under way within the tight bound of the fire, and, since faults compound, any fault that
+   * began while one of those was still in effect (a database restart during the takeover of a
+   * killed node's shards delays the takeover by the whole outage).
+   */
+  private windowsAt(fireAtMs: number): FaultWindow[] {
+    const affecting = this.windows.filter((window) =>
+      window.startMs <= fireAtMs + this.lagBoundMs && fireAtMs <= window.endMs + this.settleMs);
+    if (affecting.length === 0) return affecting;
+    let effectEndMs = Math.max(...affecting.map((window) => window.endMs + this.settleMs));
+    for (let grew = true; grew;) {
+      grew = false;
+      for (const window of this.windows) {
+        if (affecting.includes(window) || window.startMs > effectEndMs || window.endMs + this.settleMs < fireAtMs) continue;
+        affecting.push(window);
+        effectEndMs = Math.max(effectEndMs, window.endMs + this.settleMs);
+        grew = true;
       }
     }
-    return [...kinds].sort();
+    return affecting;
+  }
+
+  /** The kinds of the faults whose effect overlaps the dispatch of an occurrence due at `fireAtMs`. */
+  kindsAt(fireAtMs: number): FaultKind[] {
+    return [...new Set(this.windowsAt(fireAtMs).map((window) => window.kind))].sort();
   }
 
   /**
    * When the database came back, for an occurrence whose dispatch an outage overlapped (due
-   * while it was down, or just before, within the tight bound, when the restart cut its
-   * dispatch short): nothing can fire during a database outage, so the loose bound counts
-   * from its end.
+   * while it was down, or just before, when the restart cut its dispatch short, or while
+   * another fault that the outage compounded was still in effect): nothing can fire during a
+   * database outage, so the loose bound counts from its end.
    */
   outageEndMs(fireAtMs: number): number | null {
     let endMs: number | null = null;
-    for (const window of this.windows) {
-      if (window.kind === 'postgres_restart' && window.startMs <= fireAtMs + this.lagBoundMs && fireAtMs <= window.endMs) {
-        endMs = Math.max(endMs ?? window.endMs, window.endMs);
-      }
+    for (const window of this.windowsAt(fireAtMs)) {
+      if (window.kind === 'postgres_restart' && fireAtMs <= window.endMs) endMs = Math.max(endMs ?? window.endMs, window.endMs);
     }
     return endMs;
   }

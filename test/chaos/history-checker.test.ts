@@ -175,6 +175,29 @@ void describe('history checker', () => {
       ['late_outside_fault'], 'an outage after the tight bound does not excuse a late fire');
   });
 
+  void it('counts from the end of an outage that began while another fault was still delaying the fire', () => {
+    const at = t0 + 20_000;
+    const killThenOutage: HistoryEvent[] = [
+      { type: 'fault_start', atMs: at + 300, faultId: 'f1', kind: 'scheduler_kill', target: 'scheduler-1' },
+      { type: 'fault_end', atMs: at + 2_900, faultId: 'f1' },
+      { type: 'fault_start', atMs: at + 2_300, faultId: 'f2', kind: 'postgres_restart', target: 'postgres' },
+      { type: 'fault_end', atMs: at + 4_000, faultId: 'f2' },
+    ];
+    const soonAfter = checkHistory([...killThenOutage, ...healthyOneShot('j1', at, 6_500)], options);
+    assert.deepEqual(soonAfter.violations, []);
+    assert.equal(soonAfter.lag.byFaultKind.postgres_restart?.count, 1, 'the compounding outage is named');
+    assert.deepEqual(kindsOf(checkHistory([...killThenOutage, ...healthyOneShot('j1', at, 8_500)], options)),
+      ['late_inside_fault'], 'the loose bound still holds from the end of the outage');
+    const outageAfterKillSettled: HistoryEvent[] = [
+      killThenOutage[0]!, killThenOutage[1]!,
+      { type: 'fault_start', atMs: at + 2_900 + options.faultLagBoundMs + 1, faultId: 'f2', kind: 'postgres_restart',
+        target: 'postgres' },
+      { type: 'fault_end', atMs: at + 9_000, faultId: 'f2' },
+    ];
+    assert.deepEqual(kindsOf(checkHistory([...outageAfterKillSettled, ...healthyOneShot('j1', at, 10_000)], options)),
+      ['late_inside_fault'], 'an outage after the first fault has settled excuses nothing');
+  });
+
   void it('calls a dispatch accepted with a shard token below one already used on that shard stale accepted', () => {
     const candidates = Array.from({ length: 5_000 }, (_, index) => `j${index + 2}`);
     const sameShard = candidates.find((jobId) => shardOf(jobId) === shardOf('j1'))!;
