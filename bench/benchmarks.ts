@@ -1,4 +1,5 @@
 /** The benchmarks `npm run bench` knows, in the order a full run takes them. */
+import { clusterFailoverBenchmark, clusterPrecisionBenchmark, clusterThroughputBenchmark } from './bench-cluster.js';
 import { createBenchmark } from './bench-create.js';
 import { cronHerdRealBenchmark, cronHerdVirtualBenchmark } from './bench-cron-herd.js';
 import { herdBenchmark } from './bench-herd.js';
@@ -17,4 +18,7 @@ export const benchmarks: Benchmark[] = [
   restartBenchmark,
   cronHerdVirtualBenchmark,
   cronHerdRealBenchmark,
+  clusterThroughputBenchmark,
+  clusterPrecisionBenchmark,
+  clusterFailoverBenchmark,
 ];

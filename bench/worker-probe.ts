@@ -19,8 +19,12 @@ export interface WorkerProbe {
   stop(): Promise<void>;
 }
 
-export function startWorkerProbe(options: { baseUrl: string; concurrency: number; pool?: string; waitS?: number }): WorkerProbe {
-  const recorder = new LatencyRecorder();
+export function startWorkerProbe(options: {
+  baseUrl: string; concurrency: number; pool?: string; waitS?: number;
+  /** Shared by several probes (one per API node) whose lags are summarised together. */
+  recorder?: LatencyRecorder;
+}): WorkerProbe {
+  const recorder = options.recorder ?? new LatencyRecorder();
   const problems = { count: 0, samples: [] as string[] };
   let handledCount = 0;
   const waiters: { count: number; resolve: (reached: boolean) => void }[] = [];
