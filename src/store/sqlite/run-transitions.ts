@@ -39,7 +39,7 @@ export class RunTransitions {
   private readonly selectLeasable: Database.Statement<[string, string, number, string | null, string | null, number], LeasableRow>;
   private readonly markRunning: Database.Statement<[number, number, number, number, string | null, string]>;
   private readonly extendLease: Database.Statement<[number, string, number], { lease_expires_at: number }>;
-  private readonly selectWithSpec: Database.Statement<[string], RunWithSpec>;
+  private readonly selectSpec: Database.Statement<[string], { spec: string }>;
   private readonly selectExpired: Database.Statement<[number, number], RunWithSpec>;
   private readonly setOutcome: Database.Statement<{
     run_id: string; status: string; finished_at: number | null; last_error: string | null; result: string | null;
@@ -68,7 +68,7 @@ export class RunTransitions {
     this.extendLease = db.prepare(`
       UPDATE runs SET lease_expires_at = ? + lease_ms
       WHERE run_id = ? AND status = 'running' AND fencing_token = ? RETURNING lease_expires_at`);
-    this.selectWithSpec = db.prepare('SELECT r.*, j.spec FROM runs r JOIN jobs j ON j.job_id = r.job_id WHERE r.run_id = ?');
+    this.selectSpec = db.prepare('SELECT spec FROM jobs WHERE job_id = ?');
     this.selectExpired = db.prepare(`
       SELECT r.*, j.spec FROM runs r JOIN jobs j ON j.job_id = r.job_id
       WHERE r.status = 'running' AND r.lease_expires_at <= ? ORDER BY r.lease_expires_at LIMIT ?`);
@@ -128,44 +128,49 @@ export class RunTransitions {
     return row.status === 'cancelled' ? { kind: 'cancelled' } : { kind: 'stale_token' };
   }
 
-  /** Answers the outcome and the pools where a held run was released. */
+  /**
+   * Answers the outcome and the pools where a held run was released. A success needs
+   * nothing of the job's spec, so only a failure reads it (for the retry policy), and the
+   * run answered is the row read here with the outcome applied, not a second read.
+   */
   complete(request: CompleteRequest): { outcome: CompleteOutcome; readyPools: string[] } {
     const readyPools: string[] = [];
     const apply = this.db.transaction((): CompleteOutcome => {
-      const row = this.selectWithSpec.get(request.runId);
+      const row = this.runs.get(request.runId);
       if (row === undefined || (request.team !== null && row.team !== request.team)) return { kind: 'not_found' };
       if (row.status === 'cancelled') return { kind: 'cancelled' };
       if (row.status !== 'running' || String(row.fencing_token) !== request.fencingToken) return { kind: 'stale_token' };
-      const spec = JSON.parse(row.spec) as JobSpec;
       const result = request.result === undefined ? null : JSON.stringify(request.result);
-      const attemptsUsed = row.attempt - row.attempt_base;
-      let toStatus: RunStatus;
-      if (request.status === 'succeeded') {
-        toStatus = 'succeeded';
-        this.setOutcome.run({ run_id: row.run_id, status: toStatus, finished_at: request.nowMs, last_error: null,
-          result, ready_at: null });
-        this.runs.event(row.run_id, request.nowMs, 'succeeded', 'running', toStatus, null);
-      } else if (request.status === 'failed' && hasAttemptsLeft(spec.retry, attemptsUsed)) {
-        toStatus = 'retry_wait';
-        const delayMs = retryDelayMs(spec.retry, attemptsUsed, this.random());
-        this.setOutcome.run({ run_id: row.run_id, status: toStatus, finished_at: null, last_error: request.error,
-          result, ready_at: request.nowMs + delayMs });
-        this.runs.event(row.run_id, request.nowMs, 'retry_scheduled', 'running', toStatus,
-          { error: request.error, delayMs });
-      } else {
-        toStatus = 'dead';
-        this.setOutcome.run({ run_id: row.run_id, status: toStatus, finished_at: request.nowMs,
-          last_error: request.error, result, ready_at: null });
-        this.runs.event(row.run_id, request.nowMs, 'dead', 'running', toStatus,
-          { error: request.error, completion: request.status });
-      }
-      if (toStatus !== 'retry_wait') {
+      const outcome = request.status === 'succeeded'
+        ? { status: 'succeeded' as const, readyAtMs: null, eventType: 'succeeded', detail: null }
+        : this.failureOutcome(row, request);
+      const change = {
+        run_id: row.run_id, status: outcome.status, ready_at: outcome.readyAtMs, result,
+        finished_at: outcome.status === 'retry_wait' ? null : request.nowMs,
+        last_error: outcome.status === 'succeeded' ? null : request.error,
+      };
+      this.setOutcome.run(change);
+      this.runs.event(row.run_id, request.nowMs, outcome.eventType, 'running', outcome.status, outcome.detail);
+      if (outcome.status !== 'retry_wait') {
         const pool = this.runs.releaseHeldRun(row.job_id, request.nowMs);
         if (pool !== null) readyPools.push(pool);
       }
-      return { kind: 'completed', run: runFromRow(this.runs.get(row.run_id)!) };
+      return { kind: 'completed', run: runFromRow({ ...row, ...change, lease_expires_at: null }) };
     });
     return { outcome: apply.immediate(), readyPools };
+  }
+
+  /** A failed attempt waits for a retry while the job's policy has attempts left; otherwise it is dead. */
+  private failureOutcome(row: RunRow, request: CompleteRequest):
+    { status: 'retry_wait' | 'dead'; readyAtMs: number | null; eventType: string; detail: Record<string, unknown> } {
+    const spec = JSON.parse(this.selectSpec.get(row.job_id)!.spec) as JobSpec;
+    const attemptsUsed = row.attempt - row.attempt_base;
+    if (request.status === 'failed' && hasAttemptsLeft(spec.retry, attemptsUsed)) {
+      const delayMs = retryDelayMs(spec.retry, attemptsUsed, this.random());
+      return { status: 'retry_wait', readyAtMs: request.nowMs + delayMs, eventType: 'retry_scheduled',
+        detail: { error: request.error, delayMs } };
+    }
+    return { status: 'dead', readyAtMs: null, eventType: 'dead', detail: { error: request.error, completion: request.status } };
   }
 
   expire(nowMs: number, limit: number): { expired: ExpiredLease[]; readyPools: string[] } {
