@@ -52,6 +52,7 @@ const quickTimingEnv: Record<string, string> = {
 };
 const fairShareTimeoutMs = 120_000;
 const readyzPollIntervalMs = 100;
+const backendSampleIntervalMs = 100;
 
 // ---------------------------------------------------------------------------------------
 // The cluster
@@ -180,6 +181,45 @@ async function postgresBackendPids(database: FreshDatabase): Promise<number[]> {
   } finally {
     await client.end();
   }
+}
+
+/**
+ * Samples what this database's backends are doing (pg_stat_activity) every `intervalMs`
+ * until stopped: the share of samples per state and wait event, and the statements most
+ * often seen active. The outside view of where PostgreSQL's part of the time goes.
+ */
+function startBackendSampler(database: FreshDatabase, intervalMs: number): { stop(): Promise<string> } {
+  const client = new pg.Client({ connectionString: database.url, connectionTimeoutMillis: 2_000 });
+  const byState = new Map<string, number>();
+  const byActiveQuery = new Map<string, number>();
+  let samples = 0;
+  let running = true;
+  const loop = (async () => {
+    await client.connect();
+    while (running) {
+      const result = await client.query<{ state: string | null; wait: string | null; query: string }>(
+        `SELECT state, wait_event_type || ':' || wait_event AS wait, left(regexp_replace(query, '\\s+', ' ', 'g'), 70) AS query
+           FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`);
+      samples += 1;
+      for (const row of result.rows) {
+        const key = `${row.state ?? 'unknown'}${row.wait === null ? '' : ` (${row.wait})`}`;
+        byState.set(key, (byState.get(key) ?? 0) + 1);
+        if (row.state === 'active') byActiveQuery.set(row.query, (byActiveQuery.get(row.query) ?? 0) + 1);
+      }
+      await new Promise((resolve) => setTimeout(resolve, intervalMs));
+    }
+    await client.end();
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      const top = (map: Map<string, number>, count: number): string => [...map.entries()].sort((a, b) => b[1] - a[1])
+        .slice(0, count).map(([key, seen]) => `${key} ${(seen / Math.max(1, samples)).toFixed(2)}`).join('; ');
+      return `PostgreSQL backends of this database, sampled every ${intervalMs} ms (${samples} samples; mean backends per ` +
+        `sample in each state): ${top(byState, 8)}. Statements most often active: ${top(byActiveQuery, 5)}.`;
+    },
+  };
 }
 
 interface CpuSnapshot {
@@ -314,6 +354,7 @@ async function runSteadyLoad(context: BenchContext, label: string, sizes: Steady
 
   await sleepUntil(firstDueMs);
   const cpuBefore = await cpuSnapshot(cluster);
+  const backendSampler = startBackendSampler(cluster.database, backendSampleIntervalMs);
   const lastDueMs = fireAtOf(count - 1);
   await sleepUntil(lastDueMs);
   context.log(`${label}: last timer due; draining`);
@@ -323,7 +364,7 @@ async function runSteadyLoad(context: BenchContext, label: string, sizes: Steady
   // Stopping a worker waits for its completions to be acknowledged, so the ledger is final.
   await Promise.all(workers.map((worker) => worker.stop()));
   const cpuAfter = await cpuSnapshot(cluster);
-  notes.push(cpuNote(cpuBefore, cpuAfter));
+  notes.push(cpuNote(cpuBefore, cpuAfter), await backendSampler.stop());
   notes.push(`dispatches per scheduler node (their /metrics): ${await dispatchesByNode(cluster.schedulers)}`);
 
   const runs = await readRuns(cluster.apiNodes[0]!.server.client, firstDueMs, lastDueMs + 1);
