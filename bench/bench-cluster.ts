@@ -135,10 +135,26 @@ async function stopCluster(context: BenchContext, label: string, nodes: readonly
   return notes.flat();
 }
 
-async function dispatchesByNode(nodes: readonly ClusterNode[]): Promise<string> {
-  const counts = await Promise.all(nodes.map(async (node) =>
-    `${node.name} ${sumMetric(await node.server.client.metrics(), 'tickler_dispatches_total')}`));
-  return counts.join(', ');
+/** Counters each scheduler node reports, summed over their labels: the work split and any lease trouble. */
+const schedulerCounters = [
+  'tickler_dispatches_total',
+  'tickler_dispatch_skipped_local_lease_expired_total',
+  'tickler_dispatch_rejected_stale_token_total',
+  'tickler_dispatch_duplicates_total',
+  'tickler_shard_ownership_changes_total',
+] as const;
+
+async function schedulerCountersNote(nodes: readonly ClusterNode[]): Promise<string> {
+  const texts = await Promise.all(nodes.map(async (node) => {
+    try {
+      return await node.server.client.metrics({ timeoutMs: 5_000 });
+    } catch {
+      return null;
+    }
+  }));
+  const perCounter = schedulerCounters.map((name) => `${name} ` + nodes.map((node, index) =>
+    `${node.name} ${texts[index] === null ? 'unreachable' : sumMetric(texts[index]!, name)}`).join(', '));
+  return `scheduler nodes' /metrics at the end: ${perCounter.join('; ')}`;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -365,7 +381,7 @@ async function runSteadyLoad(context: BenchContext, label: string, sizes: Steady
   await Promise.all(workers.map((worker) => worker.stop()));
   const cpuAfter = await cpuSnapshot(cluster);
   notes.push(cpuNote(cpuBefore, cpuAfter), await backendSampler.stop());
-  notes.push(`dispatches per scheduler node (their /metrics): ${await dispatchesByNode(cluster.schedulers)}`);
+  notes.push(await schedulerCountersNote(cluster.schedulers));
 
   const runs = await readRuns(cluster.apiNodes[0]!.server.client, firstDueMs, lastDueMs + 1);
   const problems = workers.reduce((sum, worker) => sum + worker.problems.count, 0);
@@ -532,10 +548,7 @@ async function runFailover(context: BenchContext): Promise<BenchResult> {
 
   const lastDueMs = fireAtOf(count - 1);
   await sleepUntil(lastDueMs + failoverGraceMs);
-  const counters = await Promise.all(survivors.map((node) => node.server.client.metrics()));
-  const counterSum = (name: string): number => counters.reduce((sum, text) => sum + sumMetric(text, name), 0);
-  notes.push(`survivors' counters: tickler_dispatch_duplicates_total ${counterSum('tickler_dispatch_duplicates_total')}, ` +
-    `tickler_dispatch_rejected_stale_token_total ${counterSum('tickler_dispatch_rejected_stale_token_total')}`);
+  notes.push(await schedulerCountersNote(survivors));
   // A timer not dispatched yet may be late rather than lost: read again, for a while, before counting it.
   let runs: Run[] = [];
   await pollUntil(async () => {
