@@ -11,8 +11,8 @@ import { buildApp } from './api/app.js';
 import { SystemClock, VirtualClock, type Clock } from './clock.js';
 import { acquireDataDirLock, type DataDirLock } from './data-dir-lock.js';
 import { TicklerError, isTicklerError } from './errors.js';
-import { assertTiming, cronToleranceSecondsDefault, payloadBytesMax, timingDefaults, virtualClockTimingDefaults,
-  type TimingConfig } from './limits.js';
+import { assertTiming, cronToleranceSecondsDefault, dispatchBatchMax, payloadBytesMax, sqliteDispatchBatchMax, timingDefaults,
+  virtualClockTimingDefaults, type TimingConfig } from './limits.js';
 import { createLogger, type Logger } from './obs/log.js';
 import { Metrics } from './obs/metrics.js';
 import { Scheduler } from './scheduler/scheduler.js';
@@ -81,6 +81,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       // The embedded store notifies near timers in-process after its own commit: none is lost,
       // so only every tenth refresh rereads the whole window.
       fullReloadEveryRefreshes: opened.store.kind === 'sqlite' ? 10 : 1,
+      dispatchBatchMax: opened.store.kind === 'sqlite' ? sqliteDispatchBatchMax : dispatchBatchMax,
       ...(membership === null ? {} : { planner: clusterPlanner({ membership, membershipTtlMs: timing.shardLeaseTtlMs }) }),
     })
     : null;

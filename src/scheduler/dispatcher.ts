@@ -10,7 +10,6 @@
  */
 import type { Clock } from '../clock.js';
 import { planFiring } from '../domain/firing-plan.js';
-import { dispatchBatchMax } from '../limits.js';
 import type { Logger } from '../obs/log.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { DispatchItem, DispatchResult, LoadedTimer, Store } from '../store/store.js';
@@ -33,14 +32,17 @@ export class Dispatcher {
       schedules: ScheduleCache;
       metrics: Metrics;
       logger: Logger;
+      /** Timers per store.dispatch call (one transaction each). */
+      batchMax: number;
     },
   ) {}
 
   /** Dispatches `due` (in fire order) in batches; answers the next timers the store wrote. */
   async dispatch(due: readonly LoadedTimer[]): Promise<DispatchOutcome> {
     const outcome: DispatchOutcome = { nextTimers: [], heldBack: [] };
-    for (let start = 0; start < due.length; start += dispatchBatchMax) {
-      const batch = due.slice(start, start + dispatchBatchMax);
+    const { batchMax } = this.deps;
+    for (let start = 0; start < due.length; start += batchMax) {
+      const batch = due.slice(start, start + batchMax);
       await this.dispatchBatch(batch, outcome);
     }
     return outcome;

@@ -8,7 +8,7 @@
  */
 import type { Clock, TimerHandle } from '../clock.js';
 import { TimingWheel } from '../domain/timing-wheel.js';
-import { catchUpDispatchShareDefault, loadPageMax, shardCount, wheelTickMs, type TimingConfig } from '../limits.js';
+import { catchUpDispatchShareDefault, dispatchBatchMax, loadPageMax, shardCount, wheelTickMs, type TimingConfig } from '../limits.js';
 import type { Logger } from '../obs/log.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { LoadedTimer, Store } from '../store/store.js';
@@ -39,6 +39,8 @@ export interface SchedulerOptions {
   fullReloadEveryRefreshes?: number;
   /** Dispatches per second the node is sized for; `catch_up: all` backlogs get a share of it. */
   dispatchCapacityPerSecond?: number;
+  /** Timers per dispatch transaction (default `dispatchBatchMax`; the embedded store wants more). */
+  dispatchBatchMax?: number;
 }
 
 export interface SchedulerStatus {
@@ -82,7 +84,8 @@ export class Scheduler {
         metrics.wheelTimers.set(this.wheel.size);
       },
     });
-    this.dispatcher = new Dispatcher({ store, clock, leases: this.leases, schedules: this.schedules, metrics, logger });
+    this.dispatcher = new Dispatcher({ store, clock, leases: this.leases, schedules: this.schedules, metrics, logger,
+      batchMax: options.dispatchBatchMax ?? dispatchBatchMax });
     this.reconciler = new Reconciler({ store, clock, metrics, logger, schedules: this.schedules,
       intervalMs: timing.reconcileIntervalMs, isLeader: () => this.leases.firingLease(0) !== null });
     this.sweeper = new RunLeaseSweeper({ store, clock, metrics, logger, intervalMs: timing.leaseSweepIntervalMs });
