@@ -1,12 +1,14 @@
 /**
- * The embedded store: one SQLite file in WAL mode with fsync on every commit
- * (`synchronous=FULL`), so an acknowledged create, cancel or completion survives kill -9
+ * The embedded store: one SQLite file in WAL mode, every acknowledged create, cancel or
+ * completion fsynced before it is answered, so it survives kill -9 and power loss
  * (invariant 5). better-sqlite3 is synchronous; the Store methods are async so that every
- * write can go through the group commit (`group-commit.ts`): the writes of one event-loop
- * turn share one `BEGIN IMMEDIATE` transaction and one fsync, each in its own savepoint.
- * `BEGIN IMMEDIATE` also serialises several processes on one file. Reads run at once.
+ * write can go through the group commit (`group-commit.ts`): the writes that arrive
+ * together share one `BEGIN IMMEDIATE` transaction, each in its own savepoint, and one
+ * fsync of the WAL that runs off the event loop (`wal-sync.ts`). `BEGIN IMMEDIATE` also
+ * serialises several processes on one file. Reads run at once.
  *
- * Notifications (runs ready, near timers) are emitted after the commit that caused them.
+ * Notifications (runs ready, near timers) are emitted once the commit that caused them is
+ * durable.
  */
 import Database from 'better-sqlite3';
 import { TicklerError } from '../../errors.js';
@@ -20,6 +22,7 @@ import type {
 } from '../store.js';
 import { Dispatcher } from './dispatch.js';
 import { GroupCommitQueue, type OperationOutcome, type QueuedOperation } from './group-commit.js';
+import { WalSync } from './wal-sync.js';
 import { JobWrites, type WriteEffects } from './job-writes.js';
 import { Notifier } from './notifications.js';
 import { StoreReads } from './reads.js';
@@ -35,7 +38,7 @@ export interface SqliteStoreOptions {
   nearHorizonMs?: number;
   /** The uniform draw for retry jitter; tests pin it. */
   random?: () => number;
-  /** FULL (the default) fsyncs every commit; NORMAL is for benchmarks that say so. */
+  /** FULL (the default) fsyncs every commit before answering; NORMAL answers without a sync (tests, benchmarks that say so). */
   synchronous?: 'FULL' | 'NORMAL';
   /** How long a write waits for another process's transaction before failing as unavailable. */
   busyTimeoutMs?: number;
@@ -54,7 +57,9 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
     db.pragma('page_size = 8192');
     db.pragma('journal_mode = WAL');
     db.pragma('wal_autocheckpoint = 10000');
-    db.pragma(`synchronous = ${options.synchronous ?? 'FULL'}`);
+    // Commits never wait for the disk on the event loop: with FULL durability (the default)
+    // the group commit fsyncs the WAL itself, off the loop, before answering (wal-sync.ts).
+    db.pragma('synchronous = NORMAL');
     db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? busyTimeoutMsDefault)}`);
     db.pragma('temp_store = MEMORY');
     // 64 MiB of page cache: the hot indexes of a few million timers stay in memory.
@@ -77,12 +82,13 @@ export class SqliteStore implements Store {
   private readonly runTransitions: RunTransitions;
   private readonly reads: StoreReads;
   private readonly writes: GroupCommitQueue;
-  private readonly synchronous: 'FULL' | 'NORMAL';
+  /** Null when the store was opened with synchronous NORMAL: commits are not synced at all. */
+  private readonly walSync: WalSync | null;
   private closed = false;
 
   constructor(private readonly db: Database.Database, options: SqliteStoreOptions) {
     const logger = options.logger;
-    this.synchronous = options.synchronous ?? 'FULL';
+    this.walSync = (options.synchronous ?? 'FULL') === 'FULL' ? new WalSync(`${options.path}-wal`) : null;
     this.notifier = new Notifier((error, channel) => {
       if (logger !== undefined) logger.error({ err: error, channel }, 'store notification listener threw');
       else process.emitWarning(new Error(`store notification listener threw on ${channel}`, { cause: error }));
@@ -97,7 +103,7 @@ export class SqliteStore implements Store {
     this.shardLeases = new ShardLeaseTable(db, tokens);
     this.runTransitions = new RunTransitions(db, runs, tokens, options.random ?? Math.random);
     this.reads = new StoreReads(db);
-    this.writes = new GroupCommitQueue((operations) => this.commitGroup(operations), groupCommitMax);
+    this.writes = new GroupCommitQueue((operations) => this.commitGroup(operations), groupCommitMax, this.walSync);
   }
 
   /** Transactions and operations committed so far: operations per transaction shows the coalescing. */
@@ -197,33 +203,17 @@ export class SqliteStore implements Store {
     // and a read costs a tenth of an empty write transaction.
     const readyAtMs = this.run(() => this.reads.nextReadyAtMs(request.team, request.pool));
     if (readyAtMs === null || readyAtMs > request.nowMs) return [];
-    // Through the group commit, so the leases and completions of one turn share a transaction.
-    const lease = (): LeasedRun[] => this.runTransitions.lease(request);
-    this.fsyncNotNeeded.add(lease);
-    return this.write(request.max, lease);
-  }
-
-  /**
-   * Operations whose loss on power failure is harmless, so a group made of nothing else
-   * commits without waiting for fsync. A lease is such a write: if it is lost, the run is
-   * `ready` again and is offered again (at least once still holds), and the worker's token
-   * is unknown to the store, so its heartbeat and completion are rejected. (The token
-   * sequence rolls back with it, so a later lease of that run can hand out the same token
-   * and attempt number; the lost worker's completion would then count for that attempt.
-   * Both attempts ran the run, which at least once allows.) In WAL mode the next FULL commit
-   * syncs these frames too, and a process crash (kill -9) loses nothing either way.
-   * Measured: one fsync per lease capped lease + complete at ~470 runs/s on this machine.
-   */
-  private readonly fsyncNotNeeded = new WeakSet<() => unknown>();
-
-  private withoutFsync<T>(operation: () => T): T {
-    if (this.synchronous !== 'FULL') return operation();
-    this.db.pragma('synchronous = NORMAL');
-    try {
-      return operation();
-    } finally {
-      this.db.pragma('synchronous = FULL');
-    }
+    // Through the group commit, so the leases and completions of one turn share a transaction,
+    // but answered without waiting for the sync (`durable: false`): a lease's loss on power
+    // failure is harmless. If it is lost, the run is `ready` again and is offered again (at
+    // least once still holds), and the worker's token is unknown to the store, so its
+    // heartbeat and completion are rejected. (The token sequence rolls back with it, so a
+    // later lease of that run can hand out the same token and attempt number; the lost
+    // worker's completion would then count for that attempt. Both attempts ran the run,
+    // which at least once allows.) The next durable group's sync covers these WAL frames
+    // too, and a process crash (kill -9) loses nothing either way. Measured: one fsync per
+    // lease capped lease + complete at ~470 runs/s on this machine.
+    return this.write(request.max, () => this.runTransitions.lease(request), undefined, { durable: false });
   }
 
   async heartbeatRun(team: TeamScope, runId: string, fencingToken: string, nowMs: number): Promise<HeartbeatOutcome> {
@@ -273,15 +263,17 @@ export class SqliteStore implements Store {
   /** Commits writes already accepted, then closes the file. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
-    this.writes.drain();
     this.closed = true;
+    await this.writes.drain();
+    this.walSync?.close();
     this.db.close();
   }
 
-  /** Queues a write for the next group commit; answers after the commit. */
-  private write<T>(weight: number, run: () => T, afterCommit: (value: T) => void = () => undefined): Promise<T> {
+  /** Queues a write for the next group commit; answers once the commit is durable (or, with `durable: false`, done). */
+  private write<T>(weight: number, run: () => T, afterCommit: (value: T) => void = () => undefined,
+    options: { durable: boolean } = { durable: true }): Promise<T> {
     this.assertOpen();
-    return this.writes.submit({ run, afterCommit, weight });
+    return this.writes.submit({ run, afterCommit, weight, durable: options.durable });
   }
 
   private writeWithEffects<T extends { effects: WriteEffects }>(weight: number, run: () => T): Promise<T> {
@@ -298,9 +290,6 @@ export class SqliteStore implements Store {
       }
     }));
     try {
-      if (operations.every((operation) => this.fsyncNotNeeded.has(operation.run))) {
-        return this.withoutFsync(() => group.immediate());
-      }
       return group.immediate();
     } catch (error) {
       throw translateError(error);

@@ -1,0 +1,124 @@
+// The embedded store's group commit with its fsync off the loop: callers are answered only
+// once their commit is durable, writes that arrive during a sync share the next commit, a
+// write that needs no sync does not wait for one, and a failed sync stops the queue.
+import assert from 'node:assert/strict';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { describe, it } from 'node:test';
+import { TicklerError } from '../../src/errors.js';
+import { GroupCommitQueue, type Durability, type OperationOutcome, type QueuedOperation } from '../../src/store/sqlite/group-commit.js';
+
+/** A disk whose syncs finish when the test says so. */
+class ManualDisk implements Durability {
+  readonly syncs: { resolve(): void; reject(error: Error): void }[] = [];
+  syncNowCount = 0;
+
+  sync(): Promise<void> {
+    return new Promise((resolve, reject) => this.syncs.push({ resolve, reject }));
+  }
+
+  syncNow(): void {
+    this.syncNowCount++;
+  }
+}
+
+function queueOver(disk: Durability | null): { queue: GroupCommitQueue; groups: string[][]; log: string[] } {
+  const groups: string[][] = [];
+  const log: string[] = [];
+  const commit = (operations: readonly QueuedOperation[]): OperationOutcome[] => {
+    groups.push(operations.map((operation) => String(operation.run())));
+    return operations.map((operation) => ({ ok: true, value: operation.run() }));
+  };
+  return { queue: new GroupCommitQueue(commit, 100, disk), groups, log };
+}
+
+function submit(queue: GroupCommitQueue, log: string[], name: string, durable = true): Promise<string> {
+  return queue.submit({ run: () => name, afterCommit: () => log.push(`after ${name}`), weight: 1, durable })
+    .then((value) => {
+      log.push(`answered ${value}`);
+      return value;
+    });
+}
+
+void describe('sqlite group commit with the sync off the loop', () => {
+  void it('answers a write only after the sync that covers its commit, notifications first', async () => {
+    const disk = new ManualDisk();
+    const { queue, groups, log } = queueOver(disk);
+    const first = submit(queue, log, 'a');
+    await nextTurn();
+    assert.deepEqual(groups, [['a']]);
+    assert.equal(disk.syncs.length, 1);
+    await nextTurn();
+    assert.deepEqual(log, [], 'nothing is answered before the sync finishes');
+    disk.syncs[0]!.resolve();
+    assert.equal(await first, 'a');
+    assert.deepEqual(log, ['after a', 'answered a']);
+  });
+
+  void it('gathers the writes that arrive during a sync into one commit after it', async () => {
+    const disk = new ManualDisk();
+    const { queue, groups, log } = queueOver(disk);
+    const first = submit(queue, log, 'a');
+    await nextTurn();
+    const later = [submit(queue, log, 'b')];
+    await nextTurn();
+    later.push(submit(queue, log, 'c'));
+    await nextTurn();
+    assert.deepEqual(groups, [['a']], 'b and c wait while the disk works');
+    disk.syncs[0]!.resolve();
+    await first;
+    await nextTurn();
+    await nextTurn();
+    assert.deepEqual(groups, [['a'], ['b', 'c']]);
+    assert.equal(disk.syncs.length, 2);
+    disk.syncs[1]!.resolve();
+    assert.deepEqual(await Promise.all(later), ['b', 'c']);
+    assert.deepEqual(queue.stats, { transactions: 2, operations: 3 });
+  });
+
+  void it('commits and answers a write that needs no sync while a sync is in flight', async () => {
+    const disk = new ManualDisk();
+    const { queue, groups, log } = queueOver(disk);
+    const durable = submit(queue, log, 'a');
+    await nextTurn();
+    const lease = submit(queue, log, 'lease', false);
+    const durableToo = submit(queue, log, 'b');
+    assert.equal(await lease, 'lease');
+    assert.deepEqual(groups, [['a'], ['lease', 'b']]);
+    assert.deepEqual(log, ['after lease', 'answered lease']);
+    disk.syncs[0]!.resolve();
+    await durable;
+    await nextTurn();
+    assert.equal(disk.syncs.length, 2, 'b, committed during the first sync, gets a sync of its own');
+    disk.syncs[1]!.resolve();
+    assert.equal(await durableToo, 'b');
+  });
+
+  void it('fails the writes of a failed sync and every later write as unavailable', async () => {
+    const disk = new ManualDisk();
+    const { queue, log } = queueOver(disk);
+    const first = submit(queue, log, 'a');
+    await nextTurn();
+    disk.syncs[0]!.reject(new Error('EIO'));
+    const isUnavailable = (error: unknown): boolean => error instanceof TicklerError && error.code === 'unavailable';
+    await assert.rejects(first, isUnavailable);
+    await assert.rejects(submit(queue, log, 'b'), isUnavailable);
+    assert.deepEqual(log, []);
+  });
+
+  void it('on drain, commits what is queued and syncs it before answering', async () => {
+    const disk = new ManualDisk();
+    const { queue, groups, log } = queueOver(disk);
+    const queued = submit(queue, log, 'a');
+    await queue.drain();
+    assert.deepEqual(groups, [['a']]);
+    assert.equal(disk.syncNowCount, 1);
+    assert.equal(await queued, 'a');
+  });
+
+  void it('without a durability answers right after the commit, one group per turn', async () => {
+    const { queue, groups, log } = queueOver(null);
+    const answers = Promise.all([submit(queue, log, 'a'), submit(queue, log, 'b')]);
+    assert.deepEqual(await answers, ['a', 'b']);
+    assert.deepEqual(groups, [['a', 'b']]);
+  });
+});
