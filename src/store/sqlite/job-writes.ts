@@ -6,12 +6,16 @@
  */
 import type Database from 'better-sqlite3';
 import { runIdOf } from '../../domain/identity.js';
+import { specJsonOf } from '../../domain/spec-json.js';
 import type { JobRecord, RunRecord } from '../../domain/types.js';
 import type {
   CreateJobInput, CreateJobOutcome, JobChange, JobChangeOutcome, LoadedTimer, TeamScope, TimerWrite,
 } from '../store.js';
 import { jobFromRow, jobSelectSql, jobToParams, runFromRow, type JobColumns, type JobRow } from './rows.js';
 import { NearTimerBatch, type RunTable, type TimerTable } from './tables.js';
+
+type JobInsertValues = [jobId: string, team: string, key: string | null, pool: string, state: string, spec: string,
+  requestHash: string, shard: number, version: number, createdAtMs: number, updatedAtMs: number];
 
 export interface WriteEffects {
   nearTimers: LoadedTimer[];
@@ -24,7 +28,7 @@ const codePointMax = String.fromCodePoint(0x10ffff);
 export class JobWrites {
   private readonly selectJob: Database.Statement<[string], JobRow>;
   private readonly selectByKey: Database.Statement<[string, string], JobRow>;
-  private readonly insertJob: Database.Statement<[JobColumns]>;
+  private readonly insertJob: Database.Statement<JobInsertValues>;
   private readonly updateJob: Database.Statement<[JobColumns]>;
   private readonly selectPrefixJobs: Database.Statement<[string, string, string, number, string], { job_id: string }>;
   private readonly markCancelled: Database.Statement<[number, string]>;
@@ -39,10 +43,10 @@ export class JobWrites {
   ) {
     this.selectJob = db.prepare(`${jobSelectSql} WHERE j.job_id = ?`);
     this.selectByKey = db.prepare(`${jobSelectSql} WHERE j.team = ? AND j.key = ?`);
+    // Positional: binding by name looks every parameter up in an object built per row.
     this.insertJob = db.prepare(`
       INSERT INTO jobs (job_id, team, key, pool, state, spec, request_hash, shard, version, created_at, updated_at)
-      VALUES (@job_id, @team, @key, @pool, @state, @spec, @request_hash, @shard, @version, @created_at,
-        @updated_at)`);
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     this.updateJob = db.prepare(`
       UPDATE jobs SET team = @team, key = @key, pool = @pool, state = @state, spec = @spec,
         request_hash = @request_hash, shard = @shard, version = @version, created_at = @created_at,
@@ -58,11 +62,16 @@ export class JobWrites {
     this.selectHasTimer = db.prepare<[string], number>('SELECT 1 FROM timers WHERE job_id = ?').pluck();
   }
 
-  /** Creates the jobs with their first timers; `existing` and `key_conflict` write nothing. */
+  /**
+   * Creates the jobs with their first timers; `existing` and `key_conflict` write nothing.
+   * Inside the group commit's savepoint (where it always runs in the store) it opens no
+   * savepoint of its own.
+   */
   create(items: readonly CreateJobInput[], nowMs: number): { outcomes: CreateJobOutcome[]; effects: WriteEffects } {
     const near = new NearTimerBatch(nowMs + this.nearHorizonMs, this.wantsNearTimers());
-    const apply = this.db.transaction(() => items.map((item) => this.createOne(item, near)));
-    return { outcomes: apply.immediate(), effects: { nearTimers: near.timers, readyPools: [] } };
+    const createAll = (): CreateJobOutcome[] => items.map((item) => this.createOne(item, near));
+    const outcomes = this.db.inTransaction ? createAll() : this.db.transaction(createAll).immediate();
+    return { outcomes, effects: { nearTimers: near.timers, readyPools: [] } };
   }
 
   private createOne(item: CreateJobInput, near: NearTimerBatch): CreateJobOutcome {
@@ -79,7 +88,8 @@ export class JobWrites {
       nextFireAtMs: item.timer?.fireAtMs ?? null,
       nextScheduledAtMs: item.timer?.scheduledAtMs ?? null,
     };
-    this.insertJob.run(jobToParams(job));
+    this.insertJob.run(job.jobId, job.team, key, job.spec.pool, job.state, specJsonOf(job.spec), job.requestHash,
+      job.shard, job.version, job.createdAtMs, job.updatedAtMs);
     if (item.timer !== null) {
       const timerId = this.timers.insertNew(job.jobId, job.shard, item.timer);
       near.add(timerId, job.jobId, job.shard, item.timer, job.version, job.spec);

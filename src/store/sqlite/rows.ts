@@ -4,6 +4,7 @@
  * records are camelCase with the unit in the name.
  */
 import type { JobRecord, JobSpec, JobState, Lane, RunEvent, RunRecord, RunStatus } from '../../domain/types.js';
+import { specFromJson, specJsonOf } from '../../domain/spec-json.js';
 import type { LoadedTimer, ShardLease } from '../store.js';
 
 /** The columns of the jobs table. */
@@ -87,7 +88,7 @@ export function jobFromRow(row: JobRow): JobRecord {
     jobId: row.job_id,
     team: row.team,
     state: row.state as JobState,
-    spec: JSON.parse(row.spec) as JobSpec,
+    spec: specFromJson(row.spec),
     requestHash: row.request_hash,
     shard: row.shard,
     version: row.version,
@@ -106,7 +107,7 @@ export function jobToParams(job: JobRecord): JobColumns {
     key: job.spec.key,
     pool: job.spec.pool,
     state: job.state,
-    spec: JSON.stringify(job.spec),
+    spec: specJsonOf(job.spec),
     request_hash: job.requestHash,
     shard: job.shard,
     version: job.version,
