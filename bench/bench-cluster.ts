@@ -26,10 +26,13 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
+import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import { shardOf } from '../src/domain/identity.js';
 import { shardCount, timingDefaults } from '../src/limits.js';
-import type { Job, Run } from '../src/worker/wire.js';
+import type { TicklerClient } from '../src/worker/client.js';
+import { TicklerApiError } from '../src/worker/errors.js';
+import type { Job, JobCreateRequest, Run } from '../src/worker/wire.js';
 import type { BenchContext, Benchmark } from './context.js';
 import { LatencyRecorder, latencyFigures, summarise, type LatencySummary } from './latency.js';
 import {
@@ -289,14 +292,51 @@ function cpuNote(before: CpuSnapshot, after: CpuSnapshot): string {
 // ---------------------------------------------------------------------------------------
 // Creating load through every API node
 
-/** Creates `count` timers with index i due at `fireAtOf(i)`, the indices dealt round-robin over the API nodes. */
+const batchCreateRetriesMax = 3;
+
+/**
+ * A client whose batch creates are retried when the server answers 5xx. On this loaded machine
+ * a batch's transaction is sometimes cut by PostgreSQL's idle-in-transaction timeout (the node
+ * was starved of CPU between two statements) and answered 500; the jobs carry keys, so a retry
+ * is an idempotent create either way. Retries are counted and sampled for the notes.
+ */
+function retryingBatchCreates(client: TicklerClient, retries: { count: number; samples: string[] }): TicklerClient {
+  const retrying = Object.create(client) as TicklerClient;
+  retrying.batchCreateJobs = async (jobs, options) => {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await client.batchCreateJobs(jobs, options);
+      } catch (error) {
+        if (!(error instanceof TicklerApiError) || error.status < 500 || attempt > batchCreateRetriesMax) throw error;
+        retries.count += 1;
+        if (retries.samples.length < 2) retries.samples.push(`${error.status} ${error.message}`);
+        await delay(500 * attempt);
+      }
+    }
+  };
+  return retrying;
+}
+
+interface ClusterCreateOutcome extends BatchCreateOutcome {
+  retries: { count: number; samples: string[] };
+}
+
+/**
+ * Creates `count` timers with index i due at `fireAtOf(i)` and key `t-<i>`, the indices dealt
+ * round-robin over the API nodes.
+ */
 async function createThroughApiNodes(cluster: Cluster, count: number, fireAtOf: (index: number) => number,
-  onCreated?: (job: Job) => void): Promise<BatchCreateOutcome> {
+  onCreated?: (job: Job) => void): Promise<ClusterCreateOutcome> {
   const lanes = cluster.apiNodes.length;
+  const retries = { count: 0, samples: [] as string[] };
   const startedMs = performance.now();
   const outcomes = await Promise.all(cluster.apiNodes.map((node, lane) => {
     const laneCount = Math.floor(count / lanes) + (lane < count % lanes ? 1 : 0);
-    return createInBatches(node.server.client, laneCount, (index) => oneShotAt(fireAtOf(index * lanes + lane), index * lanes + lane),
+    const specOf = (laneIndex: number): JobCreateRequest => {
+      const index = laneIndex * lanes + lane;
+      return { ...oneShotAt(fireAtOf(index), index), key: `t-${index}` };
+    };
+    return createInBatches(retryingBatchCreates(node.server.client, retries), laneCount, specOf,
       onCreated === undefined ? {} : { onCreated });
   }));
   return {
@@ -304,6 +344,7 @@ async function createThroughApiNodes(cluster: Cluster, count: number, fireAtOf: 
     failed: outcomes.reduce((sum, outcome) => sum + outcome.failed, 0),
     elapsedMs: performance.now() - startedMs,
     errorSamples: outcomes.flatMap((outcome) => outcome.errorSamples).slice(0, 3),
+    retries,
   };
 }
 
@@ -319,9 +360,12 @@ async function firstDueAfterCreates(cluster: Cluster, count: number, quick: bool
   return wallClock.nowMs() + nearTimerCreateSlowdown * await plannedLeadMs(cluster.apiNodes[0]!.server.client, count, quick);
 }
 
-function createNotes(created: BatchCreateOutcome, firstDueMs: number): string[] {
+function createNotes(created: ClusterCreateOutcome, firstDueMs: number): string[] {
   const notes: string[] = [];
   if (created.failed > 0) notes.push(`${created.failed} creates failed, e.g. ${created.errorSamples[0]}`);
+  if (created.retries.count > 0) {
+    notes.push(`${created.retries.count} batch creates answered 5xx and were retried (same keys), e.g. ${created.retries.samples.join(' | ')}`);
+  }
   const overMs = wallClock.nowMs() - firstDueMs;
   if (overMs > 0) notes.push(`the creates ended ${Math.round(overMs)} ms after the first timer was due: the first seconds overlapped create load`);
   return notes;
@@ -342,7 +386,7 @@ interface SteadySizes {
 
 interface SteadyOutcome {
   count: number;
-  created: BatchCreateOutcome;
+  created: ClusterCreateOutcome;
   runs: Run[];
   /** dispatched_at − fire_at from the ledger, and its summary. */
   ledger: { lagsMs: number[]; undispatched: number };
