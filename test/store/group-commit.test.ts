@@ -2,10 +2,15 @@
 // once their commit is durable, writes that arrive during a sync share the next commit, a
 // write that needs no sync does not wait for one, and a failed sync stops the queue.
 import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { TicklerError } from '../../src/errors.js';
 import { GroupCommitQueue, type Durability, type OperationOutcome, type QueuedOperation } from '../../src/store/sqlite/group-commit.js';
+import { openSqliteStore } from '../../src/store/sqlite/index.js';
+import { jobRecord, jobSpec, minuteMs, t0Ms, timerAt } from './conformance-fixtures.js';
 
 /** A disk whose syncs finish when the test says so. */
 class ManualDisk implements Durability {
@@ -120,5 +125,32 @@ void describe('sqlite group commit with the sync off the loop', () => {
     const answers = Promise.all([submit(queue, log, 'a'), submit(queue, log, 'b')]);
     assert.deepEqual(await answers, ['a', 'b']);
     assert.deepEqual(groups, [['a', 'b']]);
+  });
+});
+
+void describe('sqlite store: groups of one and of many', () => {
+  void it('a write that fails alone in its group leaves nothing behind; the next group commits', async () => {
+    const directory = await mkdtemp(join(tmpdir(), 'tickler-group-'));
+    const store = await openSqliteStore({ path: join(directory, 'tickler.db') });
+    try {
+      const first = jobRecord(jobSpec(), t0Ms);
+      await store.createJobs([{ job: first, timer: timerAt(t0Ms + minuteMs) }], t0Ms);
+      // One create of two: the second repeats the first's id, so the whole operation fails,
+      // the new job with it, though it was written first inside the operation.
+      const fresh = jobRecord(jobSpec(), t0Ms);
+      await assert.rejects(store.createJobs([
+        { job: fresh, timer: timerAt(t0Ms + minuteMs) },
+        { job: { ...first, spec: jobSpec({ key: 'other' }) }, timer: null },
+      ], t0Ms), /UNIQUE|PRIMARY KEY/);
+      assert.equal(await store.getJob(null, fresh.jobId), null);
+      const later = jobRecord(jobSpec(), t0Ms);
+      const [outcome] = await store.createJobs([{ job: later, timer: timerAt(t0Ms + minuteMs) }], t0Ms);
+      assert.equal(outcome?.kind, 'created');
+      assert.deepEqual((await store.listJobs({ team: null, limit: 10 })).items.map((job) => job.jobId).sort(),
+        [first.jobId, later.jobId].sort());
+    } finally {
+      await store.close();
+      await rm(directory, { recursive: true, force: true });
+    }
   });
 });

@@ -86,8 +86,17 @@ export class SqliteStore implements Store {
   private readonly walSync: WalSync | null;
   private closed = false;
 
+  private readonly groupTransaction: Database.Transaction<(body: () => unknown) => unknown>;
+  private readonly savepoint: { begin: Database.Statement; release: Database.Statement; rollback: Database.Statement };
+
   constructor(private readonly db: Database.Database, options: SqliteStoreOptions) {
     const logger = options.logger;
+    this.groupTransaction = db.transaction((body: () => unknown): unknown => body());
+    this.savepoint = {
+      begin: db.prepare('SAVEPOINT tickler_operation'),
+      release: db.prepare('RELEASE tickler_operation'),
+      rollback: db.prepare('ROLLBACK TO tickler_operation'),
+    };
     this.walSync = (options.synchronous ?? 'FULL') === 'FULL' ? new WalSync(`${options.path}-wal`) : null;
     this.notifier = new Notifier((error, channel) => {
       if (logger !== undefined) logger.error({ err: error, channel }, 'store notification listener threw');
@@ -280,19 +289,42 @@ export class SqliteStore implements Store {
     return this.write(weight, run, (done) => this.emit(done.effects));
   }
 
-  /** One transaction for the group; each operation in its own savepoint, failing alone. */
+  /**
+   * One transaction for the group; each operation in its own savepoint, failing alone. The
+   * savepoint statements are prepared once (a `db.transaction` wrapper built per operation
+   * was 3 % of single creates), and a group of one needs none: its failure rolls back the
+   * whole transaction, which holds nothing else.
+   */
   private commitGroup(operations: readonly QueuedOperation[]): OperationOutcome[] {
-    const group = this.db.transaction(() => operations.map((operation): OperationOutcome => {
-      try {
-        return { ok: true, value: this.db.transaction(operation.run)() };
-      } catch (error) {
-        return { ok: false, error: translateError(error) };
-      }
-    }));
     try {
-      return group.immediate();
+      if (operations.length === 1) {
+        const only = operations[0]!;
+        try {
+          return [{ ok: true, value: this.groupTransaction.immediate(only.run) }];
+        } catch (error) {
+          if (this.db.inTransaction) throw error;
+          return [{ ok: false, error: translateError(error) }];
+        }
+      }
+      return this.groupTransaction.immediate(() => operations.map((operation) => this.inSavepoint(operation))) as
+        OperationOutcome[];
     } catch (error) {
       throw translateError(error);
+    }
+  }
+
+  private inSavepoint(operation: QueuedOperation): OperationOutcome {
+    this.savepoint.begin.run();
+    try {
+      const value = operation.run();
+      this.savepoint.release.run();
+      return { ok: true, value };
+    } catch (error) {
+      // Some errors (SQLITE_FULL, an I/O error) end the whole transaction: then the group fails.
+      if (!this.db.inTransaction) throw error;
+      this.savepoint.rollback.run();
+      this.savepoint.release.run();
+      return { ok: false, error: translateError(error) };
     }
   }
 
