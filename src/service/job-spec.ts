@@ -64,8 +64,8 @@ type ScheduleInput = JobCreateBody['schedule'];
 
 /** Exactly one of cron, at, delay_s; `tz` only beside cron. `delay_s` becomes `at`. */
 export function normalizeSchedule(input: ScheduleInput, nowMs: number): ScheduleSpec {
-  const kinds = (['cron', 'at', 'delay_s'] as const).filter((name) => input[name] !== undefined);
-  if (kinds.length !== 1) {
+  const kindCount = Number(input.cron !== undefined) + Number(input.at !== undefined) + Number(input.delay_s !== undefined);
+  if (kindCount !== 1) {
     throw new TicklerError('invalid_request', 'schedule needs exactly one of cron, at or delay_s', { field: 'schedule' });
   }
   if (input.cron !== undefined) return { cron: input.cron, tz: input.tz ?? 'UTC' };
@@ -80,7 +80,10 @@ export function normalizeSchedule(input: ScheduleInput, nowMs: number): Schedule
 }
 
 function checkPayload(payload: unknown, payloadBytesMax: number): void {
-  const payloadBytes = Buffer.byteLength(JSON.stringify(payload ?? null), 'utf8');
+  const text = JSON.stringify(payload ?? null);
+  // A UTF-16 code unit is at most 3 bytes of UTF-8: short texts need no count.
+  if (text.length * 3 <= payloadBytesMax) return;
+  const payloadBytes = Buffer.byteLength(text, 'utf8');
   if (payloadBytes > payloadBytesMax) {
     throw new TicklerError('payload_too_large', `payload is ${payloadBytes} bytes of JSON, over the limit of ${payloadBytesMax}`,
       { field: 'payload' });
@@ -116,7 +119,7 @@ export function specFromCreate(input: JobCreateBody, context: SpecContext): Comp
     payload: input.payload ?? null,
     lane: input.lane ?? 'P1',
     tolerance_s: input.tolerance_s ?? (recurring ? context.cronToleranceDefaultS : limits.oneShotToleranceSecondsDefault),
-    retry: { ...limits.retryDefault, ...definedOnly(input.retry ?? {}) },
+    retry: input.retry === undefined ? { ...limits.retryDefault } : { ...limits.retryDefault, ...definedOnly(input.retry) },
     overlap: input.overlap ?? 'forbid',
     catch_up: input.catch_up ?? 'latest',
     catch_up_window_s: input.catch_up_window_s ?? limits.catchUpWindowSecondsDefault,
