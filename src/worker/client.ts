@@ -3,10 +3,12 @@
  * the wire shapes of `wire.ts`, unconverted. Error answers become `TicklerApiError`; requests
  * that get no answer become `TicklerNetworkError`.
  *
- * It uses Node's global fetch (undici), whose global dispatcher keeps connections alive
- * between requests, so a worker's lease, heartbeat and complete calls reuse one socket.
+ * By default it speaks `node:http` through a keep-alive agent of its own
+ * (http-transport.ts), so a worker's lease, heartbeat and complete calls reuse sockets; a
+ * `fetch` passed in is used instead.
  */
 import { TicklerApiError, TicklerNetworkError } from './errors.js';
+import { httpTransport, type Transport, type TransportAnswer } from './http-transport.js';
 import type {
   BatchResult,
   ClockAnswer,
@@ -34,6 +36,7 @@ export interface TicklerClientOptions {
   /** e.g. `http://127.0.0.1:7070`; a trailing slash is ignored. */
   baseUrl: string;
   apiKey?: string;
+  /** Replaces the default `node:http` transport (a recording or instrumented fetch, say). */
   fetch?: typeof fetch;
   /** Per-request timeout; long-polls add their own `wait_s` on top. Default 30 s. */
   requestTimeoutMs?: number;
@@ -53,13 +56,13 @@ const longPollTimeoutHeadroomMs = 10_000;
 export class TicklerClient {
   readonly baseUrl: string;
   private readonly apiKey: string | undefined;
-  private readonly fetchFunction: typeof fetch;
+  private readonly transport: Transport;
   private readonly requestTimeoutMs: number;
 
   constructor(options: TicklerClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.apiKey = options.apiKey;
-    this.fetchFunction = options.fetch ?? globalThis.fetch;
+    this.transport = options.fetch ?? httpTransport();
     this.requestTimeoutMs = options.requestTimeoutMs ?? requestTimeoutMsDefault;
   }
 
@@ -216,16 +219,16 @@ export class TicklerClient {
     method: string,
     path: string,
     options: RequestOptions & { body?: unknown; query?: Record<string, QueryValue> },
-  ): Promise<Response> {
+  ): Promise<TransportAnswer> {
     const url = this.baseUrl + path + queryString(options.query);
     const headers: Record<string, string> = { accept: 'application/json' };
     if (this.apiKey !== undefined) headers['authorization'] = `Bearer ${this.apiKey}`;
     if (options.body !== undefined) headers['content-type'] = 'application/json';
     const timeout = AbortSignal.timeout(options.timeoutMs ?? this.requestTimeoutMs);
     const signal = options.signal === undefined ? timeout : AbortSignal.any([options.signal, timeout]);
-    let response: Response;
+    let response: TransportAnswer;
     try {
-      response = await this.fetchFunction(url, {
+      response = await this.transport(url, {
         method,
         headers,
         body: options.body === undefined ? undefined : JSON.stringify(options.body),
@@ -241,7 +244,7 @@ export class TicklerClient {
   }
 }
 
-async function apiErrorOf(method: string, path: string, response: Response): Promise<TicklerApiError> {
+async function apiErrorOf(method: string, path: string, response: TransportAnswer): Promise<TicklerApiError> {
   const text = await response.text().catch((error: unknown) => `(body unreadable: ${describe(error)})`);
   const retryAfter = Number(response.headers.get('retry-after'));
   const retryAfterS = Number.isFinite(retryAfter) && retryAfter >= 0 && response.headers.has('retry-after')

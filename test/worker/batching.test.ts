@@ -109,8 +109,10 @@ describe('createWorker batching', () => {
     server.completeGate = gate.promise;
     start(() => 'done', 1);
     const secondLease = server.next('lease', () => server.leases.length === 2);
+    // The lease and the completion travel side by side; either may reach the server first.
+    const firstBatch = server.completeBatchSizes.length > 0 ? Promise.resolve() : server.next('completeBatch');
     server.offer(leasedRun(startMs));
-    await secondLease;
+    await Promise.all([secondLease, firstBatch]);
     assert.equal(server.completeBatchSizes.length, 1, 'the first completion is still in flight');
     server.offer(leasedRun(startMs));
     await clock.advance(0);

@@ -71,3 +71,36 @@ test('a request longer than its timeout is a network error', async () => {
   const tickler = client();
   await assert.rejects(tickler.leaseRuns({ pool: 'empty', max: 1, wait_s: 0 }, { timeoutMs: 50 }), TicklerNetworkError);
 });
+
+test('a connection cut before any answer is a network error, and the next request gets a fresh socket', async () => {
+  server.routes.set('GET /v1/jobs/cut', 'destroy');
+  server.routes.set('GET /v1/jobs/after-cut', { status: 200, body: { job_id: 'after-cut' } });
+  const tickler = client();
+  await assert.rejects(tickler.getJob('cut'), TicklerNetworkError);
+  assert.deepEqual(await tickler.getJob('after-cut'), { job_id: 'after-cut' });
+});
+
+test('aborting a long-poll ends it at once as a network error', async () => {
+  const tickler = client();
+  const controller = new AbortController();
+  const arrived = server.next<{ pool: string }>('lease', (lease) => lease.pool === 'never');
+  const leasing = tickler.leaseRuns({ pool: 'never', max: 1, wait_s: 20 }, { signal: controller.signal });
+  await arrived;
+  const startedMs = performance.now();
+  controller.abort(new Error('stopping'));
+  await assert.rejects(leasing, (error: unknown) => error instanceof TicklerNetworkError && /stopping/.test(error.message));
+  assert.ok(performance.now() - startedMs < 1_000, 'the abort does not wait for the long-poll');
+});
+
+test('a fetch passed in replaces the default transport', async () => {
+  const seen: string[] = [];
+  const tickler = new TicklerClient({
+    baseUrl: 'http://tickler.invalid',
+    fetch: async (url, init) => {
+      seen.push(`${init?.method} ${String(url)}`);
+      return new Response(JSON.stringify({ ok: true }), { status: 200, headers: { 'retry-after': '3' } });
+    },
+  });
+  assert.deepEqual(await tickler.healthz(), { ok: true });
+  assert.deepEqual(seen, ['GET http://tickler.invalid/healthz']);
+});
