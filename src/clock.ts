@@ -19,6 +19,13 @@ export interface Clock {
   /** Runs `callback` once `nowMs() >= atMs`. */
   setTimer(atMs: number, callback: TimerCallback): TimerHandle;
   readonly isVirtual: boolean;
+  /**
+   * Where the clock is known to be going without stopping on the way: the target of a
+   * virtual advance in progress. Null (or absent) when nobody knows, as with real time.
+   * A scheduler may wait for later timers up to there and fire them together, without an
+   * advance ever ending before a timer due within it has fired.
+   */
+  advancingToMs?(): number | null;
 }
 
 /** setTimeout's delay is a signed 32-bit number of milliseconds; longer waits are re-armed. */
@@ -75,6 +82,7 @@ export class VirtualClock implements Clock {
   private readonly heap: VirtualTimer[] = [];
   private sequence = 0;
   private advancing: Promise<void> = Promise.resolve();
+  private advanceTargetMs: number | null = null;
 
   constructor(startMs: number) {
     this.currentMs = startMs;
@@ -114,20 +122,29 @@ export class VirtualClock implements Clock {
     }
     const run = this.advancing.then(async () => {
       const targetMs = this.currentMs + durationMs;
-      for (;;) {
-        const next = this.peek();
-        if (next === undefined || next.atMs > targetMs) break;
-        this.pop();
-        if (next.cancelled) continue;
-        this.currentMs = Math.max(this.currentMs, next.atMs);
-        await runCallback(next.callback);
+      this.advanceTargetMs = targetMs;
+      try {
+        for (;;) {
+          const next = this.peek();
+          if (next === undefined || next.atMs > targetMs) break;
+          this.pop();
+          if (next.cancelled) continue;
+          this.currentMs = Math.max(this.currentMs, next.atMs);
+          await runCallback(next.callback);
+          await settle();
+        }
+        this.currentMs = targetMs;
         await settle();
+      } finally {
+        this.advanceTargetMs = null;
       }
-      this.currentMs = targetMs;
-      await settle();
     });
     this.advancing = run.catch(() => undefined);
     return run.then(() => this.currentMs);
+  }
+
+  advancingToMs(): number | null {
+    return this.advanceTargetMs;
   }
 
   /** Number of live timers; used by tests to see that components clean up. */

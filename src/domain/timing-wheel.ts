@@ -122,20 +122,51 @@ export class TimingWheel<T> {
     // non-empty one holds that level's earliest entries. Levels overlap in time (an entry
     // placed high long ago can be nearer than one placed low just now), so every level is
     // asked. For the upper levels the slot at the current position holds the entries one
-    // full turn ahead, so it is looked at last.
-    for (let level = 0; level < this.levels.length; level++) {
-      const slots = this.levels[level]!;
-      const position = Math.floor(this.currentTick / levelSlotTicks[level]!);
-      const firstOffset = level === 0 ? 0 : 1;
-      for (let offset = firstOffset; offset < slots.length + firstOffset; offset++) {
-        const slot = slots[(position + offset) & (slots.length - 1)]!;
-        if (slot.size === 0) continue;
-        for (const entry of slot.values()) earliest = Math.min(earliest, entry.fireAtMs);
-        break;
-      }
-    }
+    // full turn ahead, so it is looked at last. A slot that begins after the earliest entry
+    // found so far is not read: with a herd wheeled, upper slots hold tens of thousands.
+    this.forEachSlotFrom((slot) => {
+      if (slot.size === 0) return 'next';
+      for (const entry of slot.values()) earliest = Math.min(earliest, entry.fireAtMs);
+      return 'level done';
+    }, () => earliest);
     for (const entry of this.overflow.values()) earliest = Math.min(earliest, entry.fireAtMs);
     return earliest === Infinity ? null : earliest;
+  }
+
+  /**
+   * The latest `fireAtMs` held that is at most `limitMs`, or null when none is. A scheduler
+   * that wakes then instead of at the earliest entry fires everything up to there in one
+   * dispatch, and a lone entry still at its own millisecond.
+   */
+  lastDueBy(limitMs: number): number | null {
+    let latest = -Infinity;
+    const take = (bucket: Map<string, WheelEntry<T>>): void => {
+      for (const entry of bucket.values()) if (entry.fireAtMs <= limitMs && entry.fireAtMs > latest) latest = entry.fireAtMs;
+    };
+    take(this.due);
+    this.forEachSlotFrom((slot) => {
+      take(slot);
+      return 'next';
+    }, () => limitMs);
+    take(this.overflow);
+    return latest === -Infinity ? null : latest;
+  }
+
+  /**
+   * Visits each level's slots in time order from the current position, stopping a level at
+   * the first slot that begins after `untilMs()`, or when `visit` says the level is done.
+   */
+  private forEachSlotFrom(visit: (slot: Map<string, WheelEntry<T>>) => 'next' | 'level done', untilMs: () => number): void {
+    for (let level = 0; level < this.levels.length; level++) {
+      const slots = this.levels[level]!;
+      const slotTicks = levelSlotTicks[level]!;
+      const position = Math.floor(this.currentTick / slotTicks);
+      const firstOffset = level === 0 ? 0 : 1;
+      for (let offset = firstOffset; offset < slots.length + firstOffset; offset++) {
+        if ((position + offset) * slotTicks * this.tickMs > untilMs()) break;
+        if (visit(slots[(position + offset) & (slots.length - 1)]!) === 'level done') break;
+      }
+    }
   }
 
   private place(entry: WheelEntry<T>): void {

@@ -1,6 +1,6 @@
 // The timing wheel against a plain sorted-list model: whatever the inserts, removes and
 // advances, the wheel fires exactly the entries the model says are due, in time order, and
-// nextDueMs is the model's earliest entry.
+// nextDueMs is the model's earliest entry, and lastDueBy(limit) its latest entry up to limit.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
@@ -56,6 +56,10 @@ test('the wheel fires what a sorted-list model fires, in order', () => {
         assert.equal(wheel.size, model.size);
         const earliest = model.size === 0 ? null : Math.min(...model.values());
         assert.equal(wheel.nextDueMs(), earliest);
+        for (const limitMs of [nowMs - 3_000, nowMs, nowMs + 9, nowMs + 2_600, nowMs + 170_000, nowMs + 11_000_000]) {
+          const upTo = [...model.values()].filter((at) => at <= limitMs);
+          assert.equal(wheel.lastDueBy(limitMs), upTo.length === 0 ? null : Math.max(...upTo));
+        }
       }
     }),
     { numRuns: 400 },
@@ -91,4 +95,18 @@ test('nextDueMs asks every level: an old upper entry can be nearer than a new lo
   wheel.advance(2_000);
   wheel.insert('lower', 4_000, 'lower'); // level 0 from tick 200
   assert.equal(wheel.nextDueMs(), 3_000);
+});
+
+test('lastDueBy finds the last entry up to its limit, wherever the entries sit', () => {
+  const wheel = new TimingWheel<string>({ tickMs: 10, startMs: 0 });
+  wheel.insert('upper', 3_004, 'upper'); // level 1 at tick 0
+  wheel.advance(2_000);
+  wheel.insert('lower', 3_001, 'lower'); // level 0 from tick 200
+  wheel.insert('later', 3_010, 'later');
+  assert.equal(wheel.nextDueMs(), 3_001);
+  assert.equal(wheel.lastDueBy(3_009), 3_004);
+  assert.equal(wheel.lastDueBy(3_003), 3_001);
+  assert.equal(wheel.lastDueBy(3_000), null);
+  assert.deepEqual(wheel.advance(3_004), ['lower', 'upper']);
+  assert.equal(wheel.lastDueBy(3_019), 3_010);
 });
