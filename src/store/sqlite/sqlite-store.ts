@@ -62,8 +62,13 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
     db.pragma('synchronous = NORMAL');
     db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? busyTimeoutMsDefault)}`);
     db.pragma('temp_store = MEMORY');
-    // 64 MiB of page cache: the hot indexes of a few million timers stay in memory.
-    db.pragma('cache_size = -65536');
+    // 16 MiB of page cache (2,048 pages). It fills up as a process writes a large store and
+    // never shrinks: at 64 MiB the process that created 1,000,000 timers held 102 MB more RSS
+    // than with 1,000 (target: 50 MB; with 12 MiB, 54–73 MB, the rest being V8's heap grown
+    // by the burst). Creates append at the right edge of every index but `timers_due`, so the
+    // pages they keep touching fit; other pages come from the OS's file cache, which is not
+    // the process's memory, at a pread each.
+    db.pragma('cache_size = -16384');
     migrate(db);
   } catch (error) {
     db.close();
