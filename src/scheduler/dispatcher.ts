@@ -23,6 +23,16 @@ export interface DispatchOutcome {
   heldBack: LoadedTimer[];
 }
 
+/** What one batch adds to the metrics, gathered first and added once. */
+interface BatchCounts {
+  committedAtMs: number;
+  staleTokens: number;
+  timersGone: number;
+  duplicates: number;
+  byStatus: Map<string, number>;
+  lagByLane: Map<string, { observe(value: number): void }>;
+}
+
 export class Dispatcher {
   constructor(
     private readonly deps: {
@@ -72,10 +82,16 @@ export class Dispatcher {
     }
     if (items.length === 0) return;
     const results = await store.dispatch(items, nowMs);
-    const committedAtMs = clock.nowMs();
+    const counts: BatchCounts = { committedAtMs: clock.nowMs(), staleTokens: 0, timersGone: 0, duplicates: 0,
+      byStatus: new Map(), lagByLane: new Map() };
     results.forEach((result, index) => {
-      this.account(result, items[index]!, timers[index]!, committedAtMs, outcome.nextTimers);
+      this.account(result, items[index]!, timers[index]!, counts, outcome.nextTimers);
     });
+    // Counters move once per batch: per run, their label lookups were a visible share of a herd.
+    if (counts.staleTokens > 0) metrics.dispatchRejectedStaleTokenTotal.inc(counts.staleTokens);
+    if (counts.timersGone > 0) metrics.timersGoneTotal.inc(counts.timersGone);
+    if (counts.duplicates > 0) metrics.dispatchDuplicatesTotal.inc(counts.duplicates);
+    for (const [status, count] of counts.byStatus) metrics.dispatchesTotal.inc({ status }, count);
   }
 
   /** The dispatch item for one timer, or null when its job's schedule no longer compiles. */
@@ -100,26 +116,32 @@ export class Dispatcher {
     }
   }
 
-  private account(result: DispatchResult, item: DispatchItem, timer: LoadedTimer, committedAtMs: number,
+  private account(result: DispatchResult, item: DispatchItem, timer: LoadedTimer, counts: BatchCounts,
     nextTimers: LoadedTimer[]): void {
-    const { metrics } = this.deps;
     if (result.kind === 'stale_token') {
-      metrics.dispatchRejectedStaleTokenTotal.inc();
+      counts.staleTokens++;
       return;
     }
     if (result.kind === 'timer_gone') {
-      metrics.timersGoneTotal.inc();
+      counts.timersGone++;
       return;
     }
+    let inserted = false;
     for (const run of result.runs) {
       if (!run.inserted) {
-        metrics.dispatchDuplicatesTotal.inc();
+        counts.duplicates++;
         continue;
       }
-      metrics.dispatchesTotal.inc({ status: run.status });
+      inserted = true;
+      counts.byStatus.set(run.status, (counts.byStatus.get(run.status) ?? 0) + 1);
     }
-    if (result.runs.some((run) => run.inserted)) {
-      metrics.fireLagSeconds.observe({ lane: timer.spec.lane }, Math.max(0, committedAtMs - timer.fireAtMs) / 1000);
+    if (inserted) {
+      let lag = counts.lagByLane.get(timer.spec.lane);
+      if (lag === undefined) {
+        lag = this.deps.metrics.fireLagSeconds.labels({ lane: timer.spec.lane });
+        counts.lagByLane.set(timer.spec.lane, lag);
+      }
+      lag.observe(Math.max(0, counts.committedAtMs - timer.fireAtMs) / 1000);
     }
     if (result.nextTimerId !== null && item.nextTimer !== null) {
       nextTimers.push({

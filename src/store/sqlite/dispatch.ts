@@ -9,14 +9,15 @@
  * Few statements per item, because a herd dispatches thousands of them per commit: the
  * shard token is read once per shard and batch, the timer is consumed by one DELETE that
  * checks it is still this job's, the job is read without its spec (SQLite pulls out the two
- * fields dispatch needs), and a run is inserted without a read first — the insert's change
- * count says whether it was new. Measured on a 100,000-timer herd: multi-row INSERTs
+ * fields dispatch needs), the active runs the overlap policy looks at are read for the whole
+ * batch in one query (and kept current as the batch writes), and a run is inserted without
+ * a read first — the insert's change count says whether it was new. Measured on a 100,000-timer herd: multi-row INSERTs
  * (VALUES (...), (...)) and INSERT ... RETURNING were both slower per row than one prepared
  * single-row INSERT each, so runs and events go in one by one.
  */
 import type Database from 'better-sqlite3';
 import { runIdOf } from '../../domain/identity.js';
-import { decideOverlap } from '../../domain/overlap.js';
+import { decideOverlap, type ActiveRun } from '../../domain/overlap.js';
 import type { Lane, OverlapPolicy, RunStatus } from '../../domain/types.js';
 import type { DispatchItem, DispatchResult, OccurrenceWrite } from '../store.js';
 import type { WriteEffects } from './job-writes.js';
@@ -33,6 +34,24 @@ interface DispatchJobRow {
   lane_overlap: string;
 }
 
+interface ActiveRunRow {
+  job_id: string;
+  run_id: string;
+  status: string;
+  held: number;
+}
+
+/** What one dispatch call keeps across its items. */
+interface BatchState {
+  nowMs: number;
+  readyPools: string[];
+  highestTokens: Map<number, number | undefined>;
+  /** The active runs of the batch's jobs, read once and kept current as runs are written. */
+  activeRuns: Map<string, ActiveRun[]>;
+  /** The `dispatched` event's detail per shard token, serialised once. */
+  dispatchedDetails: Map<string, string>;
+}
+
 interface DispatchJob {
   jobId: string;
   team: string;
@@ -47,6 +66,7 @@ export class Dispatcher {
   private readonly consumeTimer: Database.Statement<[number, string, number]>;
   private readonly selectJob: Database.Statement<[string], DispatchJobRow>;
   private readonly selectRunStatus: Database.Statement<[string], string>;
+  private readonly selectActiveRuns: Database.Statement<[string], ActiveRunRow>;
   private readonly cancelRun: Database.Statement<[number, string]>;
   private readonly finishJob: Database.Statement<[number, string]>;
 
@@ -61,6 +81,10 @@ export class Dispatcher {
     this.selectJob = db.prepare(`
       SELECT state, team, pool, json_extract(spec, '$.lane', '$.overlap') AS lane_overlap FROM jobs WHERE job_id = ?`);
     this.selectRunStatus = db.prepare<[string], string>('SELECT status FROM runs WHERE run_id = ?').pluck();
+    // The status list is runs_active_by_job's, so that partial index serves each job id.
+    this.selectActiveRuns = db.prepare(`
+      SELECT job_id, run_id, status, held FROM runs
+      WHERE job_id IN (SELECT value FROM json_each(?)) AND status IN ('ready', 'running', 'retry_wait')`);
     this.cancelRun = db.prepare(`
       UPDATE runs SET status = 'cancelled', finished_at = ?, held = 0, ready_at = NULL, lease_expires_at = NULL
       WHERE run_id = ?`);
@@ -69,20 +93,37 @@ export class Dispatcher {
   }
 
   dispatch(items: readonly DispatchItem[], nowMs: number): { results: DispatchResult[]; effects: WriteEffects } {
-    const readyPools: string[] = [];
-    const highestTokens = new Map<number, number | undefined>();
-    const apply = this.db.transaction(() => items.map((item) => this.dispatchOne(item, nowMs, readyPools, highestTokens)));
+    const batch: BatchState = {
+      nowMs, readyPools: [], highestTokens: new Map(), activeRuns: new Map(), dispatchedDetails: new Map(),
+    };
+    const apply = this.db.transaction(() => {
+      this.readActiveRuns(items, batch.activeRuns);
+      return items.map((item) => this.dispatchOne(item, batch));
+    });
     const results = apply.immediate();
     // The next timers are not announced as near timers: the dispatching node wheels them
     // itself from `nextTimerId`, and an echo would only put them in its wheel twice.
-    return { results, effects: { nearTimers: [], readyPools } };
+    return { results, effects: { nearTimers: [], readyPools: batch.readyPools } };
   }
 
-  private dispatchOne(item: DispatchItem, nowMs: number, readyPools: string[],
-    highestTokens: Map<number, number | undefined>): DispatchResult {
+  /** The active runs of every job that may fire a ready occurrence in this batch, in one query. */
+  private readActiveRuns(items: readonly DispatchItem[], activeRuns: Map<string, ActiveRun[]>): void {
+    const jobIds: string[] = [];
+    for (const item of items) {
+      if (activeRuns.has(item.jobId) || !item.occurrences.some((occurrence) => occurrence.status === 'ready')) continue;
+      activeRuns.set(item.jobId, []);
+      jobIds.push(item.jobId);
+    }
+    if (jobIds.length === 0) return;
+    for (const row of this.selectActiveRuns.all(JSON.stringify(jobIds))) {
+      activeRuns.get(row.job_id)!.push({ runId: row.run_id, status: row.status as RunStatus, held: row.held === 1 });
+    }
+  }
+
+  private dispatchOne(item: DispatchItem, batch: BatchState): DispatchResult {
     const token = parseDecimalId(item.shardToken);
-    if (!highestTokens.has(item.shard)) highestTokens.set(item.shard, this.selectShardToken.get(item.shard));
-    const highestToken = highestTokens.get(item.shard);
+    if (!batch.highestTokens.has(item.shard)) batch.highestTokens.set(item.shard, this.selectShardToken.get(item.shard));
+    const highestToken = batch.highestTokens.get(item.shard);
     if (token === null || (highestToken !== undefined && token < highestToken)) {
       return { kind: 'stale_token', timerId: item.timerId };
     }
@@ -96,14 +137,14 @@ export class Dispatcher {
     if (row === undefined || row.state !== 'active') return { kind: 'timer_gone', timerId: item.timerId };
     const [lane, overlap] = JSON.parse(row.lane_overlap) as [Lane, OverlapPolicy];
     const job: DispatchJob = { jobId: item.jobId, team: row.team, shard: item.shard, pool: row.pool, lane, overlap };
-    const runs = item.occurrences.map((occurrence) => this.recordOccurrence(job, occurrence, nowMs, readyPools, item.shardToken));
+    const runs = item.occurrences.map((occurrence) => this.recordOccurrence(job, occurrence, item.shardToken, batch));
     if (item.summary !== undefined) {
       const summaryRunId = runs.at(-1)?.runId ?? runIdOf(job.jobId, item.summary.toScheduledAtMs);
-      this.runs.event(summaryRunId, nowMs, 'catch_up_summary', null, null, { ...item.summary });
+      this.runs.event(summaryRunId, batch.nowMs, 'catch_up_summary', null, null, { ...item.summary });
     }
     let nextTimerId: number | null = null;
     if (item.nextTimer === null) {
-      this.finishJob.run(nowMs, job.jobId);
+      this.finishJob.run(batch.nowMs, job.jobId);
     } else {
       // The consumed timer was the job's only one, so this insert is the replacement. The job
       // row is not touched: its next fire time is read from this timer.
@@ -115,25 +156,22 @@ export class Dispatcher {
     };
   }
 
-  private recordOccurrence(job: DispatchJob, occurrence: OccurrenceWrite, nowMs: number, readyPools: string[],
-    shardToken: string): DispatchedRun {
+  private recordOccurrence(job: DispatchJob, occurrence: OccurrenceWrite, shardToken: string,
+    batch: BatchState): DispatchedRun {
+    const { nowMs } = batch;
     const runId = runIdOf(job.jobId, occurrence.scheduledAtMs);
-    const base = {
-      runId, jobId: job.jobId, team: job.team, pool: job.pool, lane: job.lane,
-      scheduledAtMs: occurrence.scheduledAtMs, fireAtMs: occurrence.fireAtMs, dispatchedAtMs: nowMs,
-    };
     if (occurrence.status !== 'ready') {
       const reason = occurrence.reason ?? occurrence.status;
-      return this.insertRun({ ...base, status: occurrence.status, lastError: reason, readyAtMs: null,
-        finishedAtMs: nowMs, held: false }, 'skipped', { reason });
+      return this.insertRun(newRun(job, occurrence, runId, nowMs, occurrence.status, reason, false), 'skipped',
+        JSON.stringify({ reason }));
     }
-    // `allow` never looks at earlier runs; skipping the query is a measurable share of dispatch.
-    const activeRuns = job.overlap === 'allow' ? [] : this.runs.activeRunsOf(job.jobId);
-    const decision = decideOverlap(job.overlap, activeRuns);
+    // `allow` never looks at earlier runs.
+    const activeRuns = batch.activeRuns.get(job.jobId) ?? [];
+    const decision = decideOverlap(job.overlap, job.overlap === 'allow' ? [] : activeRuns);
     if (decision.action === 'skip') {
       const reason = `overlap ${job.overlap}: an earlier run is still active`;
-      return this.insertRun({ ...base, status: 'skipped_overlap', lastError: reason, readyAtMs: null,
-        finishedAtMs: nowMs, held: false }, 'skipped', { reason });
+      return this.insertRun(newRun(job, occurrence, runId, nowMs, 'skipped_overlap', reason, false), 'skipped',
+        JSON.stringify({ reason }));
     }
     if (decision.action === 'replace') {
       // Cancelling writes to other runs, so it must not happen for an occurrence already
@@ -145,12 +183,17 @@ export class Dispatcher {
         this.cancelRun.run(nowMs, cancelRunId);
         this.runs.event(cancelRunId, nowMs, 'cancelled', fromStatus, 'cancelled', { replacedBy: runId });
       }
+      activeRuns.length = 0;
     }
     const held = decision.action === 'hold';
-    // The shard token in the ledger lets a history checker prove no stale token was accepted.
-    const run = this.insertRun({ ...base, status: 'ready', lastError: null, readyAtMs: nowMs, finishedAtMs: null, held },
-      'dispatched', { shard_token: shardToken, ...(held ? { held: true } : {}) });
-    if (run.inserted && !held) readyPools.push(job.pool);
+    const run = this.insertRun(newRun(job, occurrence, runId, nowMs, 'ready', null, held), 'dispatched',
+      held ? JSON.stringify({ shard_token: shardToken, held: true }) : dispatchedDetail(batch, shardToken));
+    if (run.inserted) {
+      // A later occurrence of this job in the batch sees this one as active.
+      activeRuns.push({ runId, status: 'ready', held });
+      batch.activeRuns.set(job.jobId, activeRuns);
+      if (!held) batch.readyPools.push(job.pool);
+    }
     return run;
   }
 
@@ -158,11 +201,32 @@ export class Dispatcher {
    * Inserts the run and its first event unless the run exists (invariant 1): then nothing is
    * written and the existing run's status is answered.
    */
-  private insertRun(run: NewRun, eventType: string, detail: Record<string, unknown>): DispatchedRun {
+  private insertRun(run: NewRun, eventType: string, detailJson: string): DispatchedRun {
     if (!this.runs.insertIfAbsent(run)) {
       return { runId: run.runId, status: this.selectRunStatus.get(run.runId) as RunStatus, inserted: false };
     }
-    this.runs.event(run.runId, run.dispatchedAtMs, eventType, null, run.status, detail);
+    this.runs.eventJson(run.runId, run.dispatchedAtMs, eventType, null, run.status, detailJson);
     return { runId: run.runId, status: run.status, inserted: true };
   }
+}
+
+/** The run row of an occurrence; a ready one is leasable from now, any other is final now. */
+function newRun(job: DispatchJob, occurrence: OccurrenceWrite, runId: string, nowMs: number, status: RunStatus,
+  lastError: string | null, held: boolean): NewRun {
+  const ready = status === 'ready';
+  return {
+    runId, jobId: job.jobId, team: job.team, pool: job.pool, lane: job.lane,
+    scheduledAtMs: occurrence.scheduledAtMs, fireAtMs: occurrence.fireAtMs, dispatchedAtMs: nowMs,
+    status, lastError, readyAtMs: ready ? nowMs : null, finishedAtMs: ready ? null : nowMs, held,
+  };
+}
+
+/** The shard token in the ledger lets a history checker prove no stale token was accepted. */
+function dispatchedDetail(batch: BatchState, shardToken: string): string {
+  let detail = batch.dispatchedDetails.get(shardToken);
+  if (detail === undefined) {
+    detail = JSON.stringify({ shard_token: shardToken });
+    batch.dispatchedDetails.set(shardToken, detail);
+  }
+  return detail;
 }
