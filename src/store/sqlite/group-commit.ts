@@ -11,7 +11,10 @@
  * sync is in flight wait for it and then commit together, so the group grows with the
  * disk's latency instead of each turn paying an fsync of its own. (Measured before: a
  * blocking fsync of 3–10 ms on this machine's disk per turn held 64 concurrent single
- * creates to ~16 per transaction and the loop idle while the disk worked.)
+ * creates to ~16 per transaction, and the loop stood still while the disk worked.)
+ *
+ * Reads are not queued: one may see a commit whose sync has not finished. After a power
+ * failure such a write can be gone although someone read it; never a durable one that was answered.
  *
  * A group is bounded by `weightMax` (items, not operations) so one commit never holds the
  * loop for long. When a sync fails, what was committed since the last good sync may not
