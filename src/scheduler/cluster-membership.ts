@@ -4,9 +4,15 @@
  * cycle and reads back every live node. The embedded store has one process per data
  * directory and needs none of this.
  */
+export interface LiveMember {
+  nodeId: string;
+  /** When it stops counting as alive unless it heartbeats again. */
+  expiresAtMs: number;
+}
+
 export interface ClusterMembership {
-  /** Records this node alive for `ttlMs` and answers the ids of every live node (itself included). */
-  heartbeat(nodeId: string, ttlMs: number, nowMs: number): Promise<string[]>;
+  /** Records this node alive for `ttlMs` and answers every live node (itself included), by id. */
+  heartbeat(nodeId: string, ttlMs: number, nowMs: number): Promise<LiveMember[]>;
   /** Leaves the cluster at once (graceful shutdown), so the others rebalance without waiting. */
   leave(nodeId: string): Promise<void>;
   close(): Promise<void>;

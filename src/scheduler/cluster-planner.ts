@@ -5,11 +5,13 @@
  * cycle, they release their surplus, and it takes the freed shards on its own next cycle — so
  * a shard is without an owner for at most about one renew interval, well inside one lease TTL.
  * A node that leaves gracefully releases its leases and its membership at once; one that dies
- * is dropped when its membership and leases expire.
+ * is dropped when its membership and leases expire, and the survivors look again at that
+ * instant (`nextChangeAtMs`) rather than at their next cycle, so a dead node's shards are
+ * taken over within one lease TTL of its last renewal plus one acquire.
  */
 import { shardCount } from '../limits.js';
 import type { ShardLease } from '../store/store.js';
-import type { ClusterMembership } from './cluster-membership.js';
+import type { ClusterMembership, LiveMember } from './cluster-membership.js';
 import type { ShardPlanner } from './shard-lease-manager.js';
 
 export function clusterPlanner(options: {
@@ -18,9 +20,9 @@ export function clusterPlanner(options: {
   totalShards?: number;
 }): ShardPlanner {
   const totalShards = options.totalShards ?? shardCount;
-  let members: string[] = [];
+  let members: LiveMember[] = [];
   const liveNodes = (nodeId: string, leases: readonly ShardLease[], nowMs: number): string[] => {
-    const nodes = new Set<string>([nodeId, ...members]);
+    const nodes = new Set<string>([nodeId, ...members.map((member) => member.nodeId)]);
     for (const lease of leases) if (lease.expiresAtMs > nowMs) nodes.add(lease.nodeId);
     return [...nodes].sort();
   };
@@ -52,6 +54,16 @@ export function clusterPlanner(options: {
     },
     // Others join and leave at any time: a cluster node always looks.
     isSatisfied: () => false,
+    nextChangeAtMs(nodeId, leases, nowMs) {
+      // Live nodes push these forward every cycle; a dead node's stay put and come due.
+      let nextMs: number | null = null;
+      const consider = (atMs: number): void => {
+        if (atMs > nowMs && (nextMs === null || atMs < nextMs)) nextMs = atMs;
+      };
+      for (const member of members) if (member.nodeId !== nodeId) consider(member.expiresAtMs);
+      for (const lease of leases) if (lease.nodeId !== nodeId) consider(lease.expiresAtMs);
+      return nextMs;
+    },
     surplusShards(nodeId, leases, nowMs) {
       const share = fairShare(liveNodes(nodeId, leases, nowMs).length);
       const mine = leases.filter((lease) => lease.nodeId === nodeId && lease.expiresAtMs > nowMs)

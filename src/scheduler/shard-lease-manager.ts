@@ -32,7 +32,17 @@ export interface ShardPlanner {
   refresh?(nodeId: string, nowMs: number): Promise<void>;
   /** Called on graceful stop, after the leases are released. */
   leave?(nodeId: string): Promise<void>;
+  /**
+   * The next instant after `nowMs` at which the plan may change by itself (another node's
+   * lease or membership expires), or null. The manager runs an extra cycle then when it
+   * comes before the next regular one: a dead node's shards are taken at its expiry, not up
+   * to a renew interval later.
+   */
+  nextChangeAtMs?(nodeId: string, allLeases: readonly ShardLease[], nowMs: number): number | null;
 }
+
+/** After an expiry, by the clock that judged it, before looking: clocks of one machine agree to a few ms. */
+const expiryLookSlackMs = 25;
 
 export interface ShardLeaseManagerOptions {
   store: Store;
@@ -54,6 +64,8 @@ export class ShardLeaseManager {
   private stopped = false;
   private cycle: Promise<void> = Promise.resolve();
   private cycleStartedAtMs = -Infinity;
+  /** An extra cycle's instant: when another node's lease or membership expires (ShardPlanner.nextChangeAtMs). */
+  private lookAgainAtMs: number | null = null;
   private forceNext: boolean;
 
   constructor(private readonly options: ShardLeaseManagerOptions) {
@@ -106,7 +118,9 @@ export class ShardLeaseManager {
     const { clock, timing } = this.options;
     // Fixed rate, from the start of the last cycle: a slow cycle (a loaded machine, a long
     // acquire after a rebalance) must not push the next renewal past the firing deadline.
-    const atMs = Math.max(clock.nowMs(), this.cycleStartedAtMs + timing.shardLeaseRenewIntervalMs);
+    const regularAtMs = this.cycleStartedAtMs + timing.shardLeaseRenewIntervalMs;
+    const lookAgainAtMs = this.lookAgainAtMs === null ? Infinity : this.lookAgainAtMs + expiryLookSlackMs;
+    const atMs = Math.max(clock.nowMs(), Math.min(regularAtMs, lookAgainAtMs));
     this.timer = clock.setTimer(atMs, async () => {
       await this.runCycle();
       this.armTimer();
@@ -124,10 +138,12 @@ export class ShardLeaseManager {
     if (this.stopped) return;
     const { store, clock, nodeId, timing, planner } = this.options;
     this.cycleStartedAtMs = clock.nowMs();
+    this.lookAgainAtMs = null;
     await this.renew();
     await planner.refresh?.(nodeId, clock.nowMs());
     if (planner.isSatisfied(this.held.size)) return;
     const allLeases = await store.listShardLeases();
+    this.lookAgainAtMs = planner.nextChangeAtMs?.(nodeId, allLeases, clock.nowMs()) ?? null;
     const surplus = planner.surplusShards(nodeId, allLeases, clock.nowMs()).filter((shard) => this.held.has(shard));
     if (surplus.length > 0) await this.release(surplus);
     const wanted = planner.wantedShards(nodeId, allLeases, clock.nowMs()).filter((shard) => !this.held.has(shard));

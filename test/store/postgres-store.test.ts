@@ -11,8 +11,10 @@ import { describe, it } from 'node:test';
 import { isTicklerError } from '../../src/errors.js';
 import { booleanArray, numberArray, textArray } from '../../src/store/postgres/array-literals.js';
 import { withClient, withDefaultUser } from '../../src/store/postgres/connection.js';
+import { shardFenceSql } from '../../src/store/postgres/dispatch.js';
 import { openPostgresStore } from '../../src/store/postgres/index.js';
 import { listPartitions, partitionDurationMs } from '../../src/store/postgres/partitions.js';
+import { schemaVersion } from '../../src/store/postgres/schema.js';
 import type { LoadedTimer } from '../../src/store/store.js';
 import { createJob, jobRecord, jobSpec, pendingTimerOf, t0Ms, timerAt } from './conformance-fixtures.js';
 import { dropSchema, freshSchemaName, openTestStore, postgresSkipReason, startProxy, testPgUrl } from './postgres-harness.js';
@@ -44,7 +46,7 @@ void describe('postgres store', { skip: skip ?? false }, () => {
       const stores = await Promise.all(Array.from({ length: 4 }, () =>
         openPostgresStore({ url: testPgUrl, schema, useDatabaseClock: false, poolSize: 2 })));
       const versions = await stores[0]!.pool.query<{ version: number }>('SELECT version FROM tickler_migrations');
-      assert.deepEqual(versions.rows.map((row) => row.version), [1]);
+      assert.deepEqual(versions.rows.map((row) => row.version), Array.from({ length: schemaVersion }, (_, index) => index + 1));
       await Promise.all(stores.map((store) => store.close()));
     } finally {
       await dropSchema(schema);
@@ -145,6 +147,38 @@ void describe('postgres store', { skip: skip ?? false }, () => {
     }
   });
 
+  void it('renews and releases a shard lease past an open dispatch fence; only a token change waits for it', { timeout: 20_000 }, async () => {
+    const handle = await openTestStore({ useDatabaseClock: false });
+    const fence = await handle.store.pool.connect();
+    try {
+      const { store } = handle;
+      const [lease] = await store.acquireShardLeases('node-a', [3], 10_000, t0Ms);
+      assert.ok(lease !== undefined);
+      // A dispatch in flight on shard 3, stopped between its fence and its commit.
+      await fence.query('BEGIN');
+      const fenced = await fence.query<{ token: string }>(shardFenceSql, [numberArray([3])]);
+      assert.equal(fenced.rows[0]?.token, lease.token);
+      // Renewal and release answer while the fence is held (a wait here would hang the test).
+      const [renewed] = await store.renewShardLeases('node-a', [lease], 10_000, t0Ms + 1_000);
+      assert.equal(renewed?.expiresAtMs, t0Ms + 11_000);
+      await store.releaseShardLeases('node-a', [renewed!]);
+      // A takeover, which grants a newer token, waits for the fence: the dispatch commits first.
+      const takeover = store.acquireShardLeases('node-b', [3], 10_000, t0Ms + 2_000);
+      const fencePid = (await fence.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      const blockedByFence = async (): Promise<boolean> => ((await store.pool.query(
+        'SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))', [fencePid])).rowCount ?? 0) > 0;
+      while (!(await blockedByFence())) await new Promise((resolve) => setImmediate(resolve));
+      await fence.query('COMMIT');
+      const [granted] = await takeover;
+      assert.equal(granted?.nodeId, 'node-b');
+      assert.ok(BigInt(granted!.token) > BigInt(lease.token));
+    } finally {
+      await fence.query('ROLLBACK').catch(() => undefined);
+      fence.release();
+      await handle.cleanup();
+    }
+  });
+
   void it('round-trips awkward strings, NULLs and numbers through its array literals', async () => {
     const handle = await openTestStore();
     try {
@@ -194,6 +228,34 @@ void describe('postgres store', { skip: skip ?? false }, () => {
         await ended;
         await client.query('SELECT 1');
       }), (error: unknown) => isTicklerError(error) && error.code === 'unavailable');
+      await store.ping();
+    } finally {
+      await handle.cleanup();
+    }
+  });
+
+  void it('answers unavailable when the server ended a transaction the node was too starved to continue', async () => {
+    const handle = await openTestStore();
+    try {
+      const { store } = handle;
+      let serverSaid: unknown;
+      await assert.rejects(withClient(store.pool, 'test', async (client) => {
+        const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+        await client.query("SET idle_in_transaction_session_timeout = '50ms'");
+        await client.query('BEGIN');
+        // psql runs synchronously: this process is "starved" until the server has ended the
+        // idle transaction, so its FATAL reply waits unread and answers the next statement.
+        execFileSync('psql', [withDefaultUser(testPgUrl), '-qAtc', `DO $$ BEGIN
+          WHILE EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = ${pid}) LOOP PERFORM pg_sleep(0.01); END LOOP;
+        END $$`]);
+        try {
+          await client.query('SELECT 1');
+        } catch (error) {
+          serverSaid = error;
+          throw error;
+        }
+      }), (error: unknown) => isTicklerError(error) && error.code === 'unavailable');
+      assert.equal((serverSaid as { code?: string }).code, '25P03', 'the idle-in-transaction FATAL answered the statement');
       await store.ping();
     } finally {
       await handle.cleanup();

@@ -28,7 +28,7 @@ export const statementTimeoutMs = 15_000;
 export const queryTimeoutMs = statementTimeoutMs + 5_000;
 /**
  * A session idle inside a transaction this long is killed by the server. Short on purpose:
- * a node paused mid-dispatch (GC pause, SIGSTOP) holds its shard rows FOR SHARE, and no one
+ * a node paused mid-dispatch (GC pause, SIGSTOP) holds its shard rows FOR KEY SHARE, and no one
  * can take those shards over until its transaction ends; the chaos run showed takeovers
  * waiting for the zombie to wake up at 30 s. Our transactions never wait on the client
  * between statements for more than a few milliseconds, and one that is killed is rolled
@@ -116,11 +116,15 @@ export function createPool(options: PoolOptions): pg.Pool {
 
 /**
  * SQLSTATE codes that mean "the database cannot serve this right now; try again": shutdown
- * and restarts, too many connections, a statement or lock timeout, and the deadlock and
- * serialization failures PostgreSQL resolves by aborting one side (none is expected, as lock
- * orders are fixed, but one must answer 503 rather than 500).
+ * and restarts, too many connections, a statement or lock timeout, a session the server
+ * ended for idling inside a transaction (25P03: a node starved of CPU between two statements
+ * of a batch create; the transaction is rolled back whole) or outside one (57P05), and the
+ * deadlock and serialization failures PostgreSQL resolves by aborting one side (none is
+ * expected, as lock orders are fixed, but one must answer 503 rather than 500).
  */
-const unavailableSqlStates = new Set(['57P01', '57P02', '57P03', '53300', '57014', '55P03', '40P01', '40001']);
+const unavailableSqlStates = new Set([
+  '57P01', '57P02', '57P03', '57P05', '53300', '57014', '55P03', '25P03', '40P01', '40001',
+]);
 const unavailableNodeCodes = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',
 ]);

@@ -1,8 +1,9 @@
 /**
  * The sink (DESIGN.md flow 5): one transaction per call, whatever the number of timers.
  *
- * 1. The shard rows are locked FOR SHARE: an acquire that grants a newer token waits for
- *    this transaction, and this transaction sees any newer token that committed first. An
+ * 1. The shard rows are locked FOR KEY SHARE: an acquire that grants a newer token waits for
+ *    this transaction, and this transaction sees any newer token that committed first; a
+ *    renewal of the lease does not wait for it (`shardFenceSql`). An
  *    item whose token is below the shard's current one writes nothing (invariant 2).
  * 2. The jobs are locked FOR UPDATE in job_id order (so concurrent dispatches cannot
  *    deadlock). A timer is still pending only if its job still names it (`jobs.timer_id`);
@@ -97,10 +98,19 @@ function isStale(token: string, currentToken: string | undefined): boolean {
   return held < BigInt(currentToken);
 }
 
+/**
+ * The dispatch fence's read of its shards' tokens. `FOR KEY SHARE` conflicts only with a
+ * change of `token` (a key: it has a unique index, schema version 2), so an acquire that
+ * bumps the token waits for the dispatches in flight on its shards, and they commit before
+ * it or see its token; a renewal or release, which changes only `expires_at` or `node_id`,
+ * never waits behind a dispatch (a renewal stuck behind dispatches on a busy node let its
+ * leases lapse locally, and the node stopped firing: docs/benchmarks.md, cluster finding 4).
+ */
+export const shardFenceSql =
+  'SELECT shard, token::text AS token FROM shard_leases WHERE shard = ANY($1::int[]) ORDER BY shard FOR KEY SHARE';
+
 async function lockShardTokens(tx: Transaction, shards: number[]): Promise<Map<number, string>> {
-  const result = await tx.query<{ shard: number; token: string }>(
-    `SELECT shard, token::text AS token FROM shard_leases WHERE shard = ANY($1::int[]) ORDER BY shard FOR SHARE`,
-    [numberArray([...new Set(shards)])]);
+  const result = await tx.query<{ shard: number; token: string }>(shardFenceSql, [numberArray([...new Set(shards)])]);
   return new Map(result.rows.map((row) => [row.shard, row.token]));
 }
 

@@ -41,17 +41,19 @@ export async function openPostgresMembership(options: {
   }
   return {
     heartbeat: async (nodeId, ttlMs, nowMs) => {
-      const result = await queryPool<{ node_id: string }>(pool, 'membershipHeartbeat',
+      const result = await queryPool<{ node_id: string; expires_at: number }>(pool, 'membershipHeartbeat',
         `WITH beat AS (
            INSERT INTO scheduler_nodes (node_id, expires_at) VALUES ($3, ${nowSql} + $4)
            ON CONFLICT (node_id) DO UPDATE SET expires_at = EXCLUDED.expires_at
+           RETURNING node_id, expires_at
          ), swept AS (
            DELETE FROM scheduler_nodes WHERE expires_at < ${nowSql} - 3600000
          )
-         SELECT node_id FROM scheduler_nodes WHERE expires_at > ${nowSql} AND node_id <> $3
-         UNION SELECT $3`,
+         SELECT node_id, expires_at FROM scheduler_nodes WHERE expires_at > ${nowSql} AND node_id <> $3
+         UNION ALL SELECT node_id, expires_at FROM beat`,
         [options.useDatabaseClock, nowMs, nodeId, ttlMs]);
-      return result.rows.map((row) => row.node_id).sort();
+      return result.rows.map((row) => ({ nodeId: row.node_id, expiresAtMs: Number(row.expires_at) }))
+        .sort((left, right) => (left.nodeId < right.nodeId ? -1 : left.nodeId > right.nodeId ? 1 : 0));
     },
     leave: async (nodeId) => {
       await queryPool(pool, 'membershipLeave', 'DELETE FROM scheduler_nodes WHERE node_id = $1', [nodeId]);

@@ -101,6 +101,13 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
       )`,
     ],
   },
+  {
+    // Makes `token` a key, so that the dispatch fence (FOR KEY SHARE) conflicts with an
+    // acquire's token change and not with a renewal's new expiry (dispatch.ts shardFenceSql).
+    // Tokens come from one sequence, so they are unique already.
+    version: 2,
+    statements: ['CREATE UNIQUE INDEX shard_leases_token ON shard_leases (token)'],
+  },
 ];
 
 export const schemaVersion = migrations[migrations.length - 1]!.version;

@@ -6,7 +6,9 @@
  * write with an older token is still rejected at the sink (invariant 2).
  *
  * Every statement locks its rows in shard order, so acquires, renewals, releases and the
- * dispatch's FOR SHARE (also in shard order) cannot deadlock each other.
+ * dispatch's FOR KEY SHARE (also in shard order) cannot deadlock each other. Only an acquire
+ * changes `token`, a key (unique index), and so only an acquire waits for the dispatches in
+ * flight on its shards; renewals and releases lock FOR NO KEY UPDATE and pass them by.
  */
 import type { ShardLease } from '../store.js';
 import { numberArray } from './array-literals.js';
@@ -51,7 +53,7 @@ export async function renewShardLeases(context: StoreContext, nodeId: string, le
     `WITH held AS (
        SELECT l.shard FROM shard_leases l JOIN unnest($5::int[], $6::bigint[]) AS h(shard, token)
            ON l.shard = h.shard AND l.token = h.token
-        WHERE l.node_id = $3 ORDER BY l.shard FOR UPDATE OF l
+        WHERE l.node_id = $3 ORDER BY l.shard FOR NO KEY UPDATE OF l
      )
      UPDATE shard_leases AS l SET expires_at = ${nowSql} + $4 FROM held WHERE l.shard = held.shard
      RETURNING l.shard, l.node_id, l.token::text AS token, l.expires_at`,
@@ -66,7 +68,7 @@ export async function releaseShardLeases(context: StoreContext, nodeId: string, 
     `WITH held AS (
        SELECT l.shard FROM shard_leases l JOIN unnest($2::int[], $3::bigint[]) AS h(shard, token)
            ON l.shard = h.shard AND l.token = h.token
-        WHERE l.node_id = $1 ORDER BY l.shard FOR UPDATE OF l
+        WHERE l.node_id = $1 ORDER BY l.shard FOR NO KEY UPDATE OF l
      )
      UPDATE shard_leases AS l SET node_id = NULL, expires_at = 0 FROM held WHERE l.shard = held.shard`,
     [nodeId, leases.map((lease) => lease.shard), leases.map((lease) => lease.token)]);

@@ -1,0 +1,79 @@
+// Shard ownership across two scheduler nodes on PostgreSQL (issue 4): fair shares, and a
+// dead node's shards taken over at the instant its lease and membership expire, not at the
+// survivor's next regular cycle. Each node has its own virtual clock; a node is "dead" when
+// its clock stops moving (its timers never run again), as after kill -9.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { VirtualClock } from '../../src/clock.js';
+import { shardCount, timingDefaults, type TimingConfig } from '../../src/limits.js';
+import { silentLogger } from '../../src/obs/log.js';
+import { Metrics } from '../../src/obs/metrics.js';
+import { clusterPlanner } from '../../src/scheduler/cluster-planner.js';
+import { ShardLeaseManager } from '../../src/scheduler/shard-lease-manager.js';
+import { openPostgresMembership } from '../../src/store/postgres/membership.js';
+import type { ClusterMembership } from '../../src/scheduler/cluster-membership.js';
+import { openTestStore, postgresSkipReason, testPgUrl } from '../store/postgres-harness.js';
+
+const skip = await postgresSkipReason();
+const startMs = Date.parse('2026-11-29T00:00:00.000Z');
+const timing: TimingConfig = { ...timingDefaults };
+
+interface Node {
+  clock: VirtualClock;
+  manager: ShardLeaseManager;
+  membership: ClusterMembership;
+}
+
+void describe('shard lease manager on PostgreSQL', { skip: skip ?? false }, () => {
+  void it('takes a dead node\'s shards when its lease and membership expire, not a renew interval later', async () => {
+    const handle = await openTestStore({ useDatabaseClock: false });
+    const nodes: Node[] = [];
+    const startNode = async (nodeId: string): Promise<Node> => {
+      const clock = new VirtualClock(startMs);
+      const membership = await openPostgresMembership({ url: testPgUrl, schema: handle.schema, useDatabaseClock: false,
+        logger: silentLogger() });
+      const manager = new ShardLeaseManager({
+        store: handle.store, clock, nodeId, timing, metrics: new Metrics(), logger: silentLogger(),
+        planner: clusterPlanner({ membership, membershipTtlMs: timing.shardLeaseTtlMs }),
+        onGained: () => undefined, onLost: () => undefined,
+      });
+      const node = { clock, manager, membership };
+      nodes.push(node);
+      return node;
+    };
+    try {
+      const survivor = await startNode('node-a');
+      await survivor.manager.start();
+      // The victim starts 1.5 s later, so its expiry falls between two of the survivor's cycles.
+      await survivor.clock.advance(1_500);
+      const victim = await startNode('node-b');
+      await victim.clock.advance(1_500);
+      await victim.manager.start();
+      for (let step = 0; step < 6; step++) {
+        await survivor.clock.advance(1_000);
+        await victim.clock.advance(1_000);
+      }
+      assert.equal(survivor.manager.ownedShards().length, shardCount / 2, 'fair shares before the death');
+      assert.equal(victim.manager.ownedShards().length, shardCount / 2);
+
+      // The victim dies: its clock stops. Its leases and membership expire TTL after its last cycle.
+      const victimLeases = (await handle.store.listShardLeases()).filter((lease) => lease.nodeId === 'node-b');
+      const expiresAtMs = Math.max(...victimLeases.map((lease) => lease.expiresAtMs));
+      let ownedAllAtMs: number | null = null;
+      while (survivor.clock.nowMs() < expiresAtMs + timing.shardLeaseRenewIntervalMs + 1_000) {
+        await survivor.clock.advance(10);
+        if (ownedAllAtMs === null && survivor.manager.ownedShards().length === shardCount) {
+          ownedAllAtMs = survivor.clock.nowMs();
+        }
+      }
+      assert.ok(ownedAllAtMs !== null, 'the survivor took every shard');
+      const lateMs = ownedAllAtMs - expiresAtMs;
+      assert.ok(lateMs >= 0, 'not before the dead node\'s leases expired');
+      assert.ok(lateMs <= 100, `taken ${lateMs} ms after the expiry; the regular cycle would come up to `
+        + `${timing.shardLeaseRenewIntervalMs} ms later`);
+    } finally {
+      for (const node of nodes) await node.membership.close();
+      await handle.cleanup();
+    }
+  });
+});
