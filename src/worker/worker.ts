@@ -2,8 +2,12 @@
  * The worker loop: one outstanding long-poll `POST /v1/workers/lease` for as many runs as
  * there are free slots, re-issued the moment it answers, so a run that becomes ready is
  * handed over within one round trip rather than a polling interval. The loop sleeps only
- * after an error (exponential backoff with jitter) and while every slot is busy (until one
- * frees). Each leased run becomes a `RunAttempt` (heartbeats, handler, completion).
+ * after an error (exponential backoff with jitter), while every slot is busy (until one
+ * frees), and while fewer than a quarter of the slots are free and some handler is still
+ * running: then it lingers up to `leaseLingerMs` for more to free, so a worker whose
+ * handlers end one at a time leases a batch per request, not one run per request (each a
+ * round trip and a store transaction). An idle worker has every slot free and never
+ * lingers. Each leased run becomes a `RunAttempt` (heartbeats, handler, completion).
  *
  * Completions and heartbeats of all attempts are batched (batched-calls.ts). A slot frees when
  * its handler settles, not when the completion is acknowledged, so the next lease overlaps
@@ -39,6 +43,11 @@ export interface WorkerOptions {
   logger?: WorkerLogger;
   /** After `stop()` waited this long for in-flight handlers, their signals abort. Default: wait. */
   stopTimeoutMs?: number;
+  /**
+   * With fewer than a quarter of the slots free, how long to wait for more before leasing
+   * (real time, like `waitS`). Default 5.
+   */
+  leaseLingerMs?: number;
   /** Drives heartbeats and backoff; tests pass a VirtualClock. */
   clock?: Clock;
   random?: () => number;
@@ -59,6 +68,7 @@ export interface Worker {
 type WorkerState = 'created' | 'running' | 'stopping' | 'stopped';
 
 const waitSecondsDefault = 20;
+const leaseLingerMsDefault = 5;
 const errorBackoffMsBase = 100;
 const errorBackoffMsMax = 10_000;
 
@@ -103,6 +113,9 @@ class PullWorker implements Worker {
     const waitS = options.waitS ?? waitSecondsDefault;
     if (!(waitS >= 0 && waitS <= leaseWaitSecondsMax)) {
       throw new RangeError(`waitS must be within 0..${leaseWaitSecondsMax}, got ${waitS}`);
+    }
+    if (options.leaseLingerMs !== undefined && !(options.leaseLingerMs >= 0 && options.leaseLingerMs <= 1_000)) {
+      throw new RangeError(`leaseLingerMs must be within 0..1000, got ${options.leaseLingerMs}`);
     }
     if (options.client === undefined && options.baseUrl === undefined) {
       throw new TypeError('createWorker needs a client or a baseUrl');
@@ -173,12 +186,24 @@ class PullWorker implements Worker {
 
   private async leaseLoop(): Promise<void> {
     let consecutiveErrors = 0;
+    const refillSlots = Math.ceil(this.options.concurrency / 4);
+    const lingerMs = this.options.leaseLingerMs ?? leaseLingerMsDefault;
+    let lingerEndMs: number | undefined;
     while (this.state === 'running') {
       const freeSlots = Math.min(this.freeSlotCount(), leaseBatchMax);
       if (freeSlots <= 0) {
         await this.sleepUntilWoken();
         continue;
       }
+      if (freeSlots < refillSlots && this.runningCount > 0 && lingerMs > 0) {
+        lingerEndMs ??= performance.now() + lingerMs;
+        const remainingMs = lingerEndMs - performance.now();
+        if (remainingMs > 0) {
+          await this.sleepUntilWoken(remainingMs, 'real');
+          continue;
+        }
+      }
+      lingerEndMs = undefined;
       try {
         const answer = await this.client.leaseRuns({
           pool: this.options.pool,
@@ -232,15 +257,23 @@ class PullWorker implements Worker {
     this.inFlight.set(key, { attempt, done });
   }
 
-  /** Waits until a slot frees, a stop begins, or `delayMs` passes. */
-  private sleepUntilWoken(delayMs?: number): Promise<void> {
+  /** Waits until a slot frees, a stop begins, or `delayMs` passes (on the clock, or in real time). */
+  private sleepUntilWoken(delayMs?: number, time: 'clock' | 'real' = 'clock'): Promise<void> {
     return new Promise((resolve) => {
-      const timer = delayMs === undefined ? undefined : this.clock.setTimer(this.clock.nowMs() + delayMs, () => {
+      const elapsed = (): void => {
         this.wake = undefined;
         resolve();
-      });
+      };
+      let cancel: (() => void) | undefined;
+      if (delayMs !== undefined && time === 'real') {
+        const handle = setTimeout(elapsed, delayMs);
+        cancel = () => clearTimeout(handle);
+      } else if (delayMs !== undefined) {
+        const handle = this.clock.setTimer(this.clock.nowMs() + delayMs, elapsed);
+        cancel = () => handle.cancel();
+      }
       this.wake = () => {
-        timer?.cancel();
+        cancel?.();
         resolve();
       };
     });

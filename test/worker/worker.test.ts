@@ -35,7 +35,9 @@ describe('createWorker', () => {
     await server.close();
   });
 
-  function start(handler: RunHandler, extra: { concurrency?: number; leaseS?: number; stopTimeoutMs?: number } = {}): Worker {
+  function start(handler: RunHandler, extra: {
+    concurrency?: number; leaseS?: number; stopTimeoutMs?: number; leaseLingerMs?: number;
+  } = {}): Worker {
     worker = createWorker({
       client: new TicklerClient({ baseUrl: server.url, apiKey: 'k-1' }),
       pool: 'billing',
@@ -48,6 +50,7 @@ describe('createWorker', () => {
       clock,
       random: () => 0.5,
       ...(extra.stopTimeoutMs === undefined ? {} : { stopTimeoutMs: extra.stopTimeoutMs }),
+      ...(extra.leaseLingerMs === undefined ? {} : { leaseLingerMs: extra.leaseLingerMs }),
     });
     worker.start();
     return worker;
@@ -268,6 +271,37 @@ describe('createWorker', () => {
     await thirdLease;
     assert.equal(server.leases[2]?.max, 1);
     second.finish('b');
+  });
+
+  test('with under a quarter of the slots free, the next lease waits for more to free', async () => {
+    const handlers = Array.from({ length: 8 }, () => controlledHandler());
+    let calls = 0;
+    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 8, leaseLingerMs: 1_000 });
+    await server.next('lease');
+    server.offer(...handlers.map(() => leasedRun(startMs)));
+    await Promise.all(handlers.map((handler) => handler.started));
+    handlers[0]!.finish('a');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(server.leases.length, 1, 'one slot of eight free: the worker waits for a second');
+    const refill = server.next('lease');
+    handlers[1]!.finish('b');
+    await refill;
+    assert.equal(server.leases[1]?.max, 2, 'one request for both free slots');
+    for (const handler of handlers.slice(2)) handler.finish('c');
+  });
+
+  test('the wait for more free slots ends after leaseLingerMs', async () => {
+    const handlers = Array.from({ length: 8 }, () => controlledHandler());
+    let calls = 0;
+    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 8, leaseLingerMs: 20 });
+    await server.next('lease');
+    server.offer(...handlers.map(() => leasedRun(startMs)));
+    await Promise.all(handlers.map((handler) => handler.started));
+    const refill = server.next('lease');
+    handlers[0]!.finish('a');
+    await refill;
+    assert.equal(server.leases[1]?.max, 1);
+    for (const handler of handlers.slice(1)) handler.finish('c');
   });
 
   test('a failing lease request backs off on the clock, then resumes', async () => {
