@@ -231,6 +231,11 @@ export class Scheduler {
           const outcome = await this.dispatcher.dispatch(due);
           this.requeue(outcome.nextTimers);
           this.retryHeldBack(outcome.heldBack);
+          // Give the event loop a turn between batches. A batch whose timers were all held
+          // back awaits nothing real, and with timers due every millisecond the next batch
+          // is never empty: without this the pass ran on microtasks forever, and the lease
+          // renewal that would have let it fire, and SIGTERM, never ran (cluster finding 4).
+          await new Promise<void>((resolve) => setImmediate(resolve));
         }
       } catch (error) {
         this.options.logger.error({ err: error }, 'dispatch failed; its timers stay pending and are reloaded');
