@@ -170,10 +170,16 @@ export class Scheduler {
     metrics.wheelTimers.set(this.wheel.size);
   }
 
+  /**
+   * Near timers of the shards this node holds go into the wheel even while a late renewal
+   * pauses firing: the dispatcher checks the lease when they come due. Dropped, they would
+   * wait for the next whole-window reload (the incremental refreshes do not reread a window
+   * already loaded).
+   */
   private acceptNearTimers(timers: readonly LoadedTimer[]): void {
     if (this.stopped) return;
     const horizonEndMs = this.options.clock.nowMs() + this.options.timing.loadHorizonMs;
-    this.insertTimers(timers.filter((timer) => timer.fireAtMs < horizonEndMs && this.leases.firingLease(timer.shard) !== null));
+    this.insertTimers(timers.filter((timer) => timer.fireAtMs < horizonEndMs && this.leases.holds(timer.shard)));
   }
 
   private insertTimers(timers: readonly LoadedTimer[]): void {

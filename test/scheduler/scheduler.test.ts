@@ -223,15 +223,12 @@ test('a wake with nothing due (its timer went with a lost shard) does not stop l
   }
 });
 
-test('a timer held back while the lease renewal is late fires once it lands, not at the next refresh', async () => {
-  // Renewals fail for a while (a loaded machine, a slow database): the node keeps its shards
-  // but its local check stops it firing. The due timer must wait in the wheel, not be dropped
-  // until the loader's next refresh (30 s later).
-  let renewalsFail = false;
-  const h = await harness({
+/** A harness whose store refuses shard lease renewals while `renewals.fail` is set. */
+function harnessWithRenewals(renewals: { fail: boolean }): Promise<Harness> {
+  return harness({
     wrap: (store) => new Proxy(store, {
       get(target, property, receiver) {
-        if (property === 'renewShardLeases' && renewalsFail) {
+        if (property === 'renewShardLeases' && renewals.fail) {
           return () => Promise.reject(new TicklerError('unavailable', 'renewal refused by the test'));
         }
         const value: unknown = Reflect.get(target, property, receiver);
@@ -239,22 +236,50 @@ test('a timer held back while the lease renewal is late fires once it lands, not
       },
     }),
   });
+}
+
+test('a timer held back while the lease renewal is late fires once it lands, not at the next refresh', async () => {
+  // Renewals fail for a while (a loaded machine, a slow database): the node keeps its shards
+  // but its local check stops it firing. The due timer must wait in the wheel, not be dropped
+  // until the loader's next refresh (30 s later).
+  const renewals = { fail: false };
+  const h = await harnessWithRenewals(renewals);
   try {
     // Leases were granted at startMs: firing stops at TTL − margin = 8 s; renewals run every 3 s.
     const atMs = startMs + 9_000;
     const [outcome] = await h.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)], startMs);
     const jobId = outcome!.job.jobId;
-    renewalsFail = true;
+    renewals.fail = true;
     await h.clock.advance(10_000);
     assert.equal(await h.store.getRun(null, runIdOf(jobId, atMs)), null, 'not fired past the local deadline');
     assert.ok(await counterValue(h.metrics, 'tickler_dispatch_skipped_local_lease_expired_total') >= 1);
     assert.equal(h.scheduler.status().shardsOwned, 1024, 'the shards are still held');
-    renewalsFail = false;
+    renewals.fail = false;
     await h.clock.advance(3_000);
     const run = await h.store.getRun(null, runIdOf(jobId, atMs));
     assert.equal(run?.status, 'ready');
     const firedAtMs = run.dispatchedAtMs ?? Infinity;
     assert.ok(firedAtMs <= startMs + 12_200, `fired at +${firedAtMs - startMs} ms, just after the renewal at +12 s`);
+  } finally {
+    await h.cleanup();
+  }
+});
+
+test('a timer created while the lease renewal is late is wheeled all the same, and fires once it lands', async () => {
+  // The near-timer path admits a timer for a shard the node holds, whether or not it may fire
+  // right now: dropped, it would wait for a whole-window reload (every tenth refresh, 5 min).
+  const renewals = { fail: false };
+  const h = await harnessWithRenewals(renewals);
+  try {
+    renewals.fail = true;
+    await h.clock.advance(8_500); // past the local firing deadline (TTL − margin = 8 s)
+    const atMs = startMs + 11_000;
+    const [outcome] = await h.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), h.clock.nowMs())],
+      h.clock.nowMs());
+    assert.equal(h.scheduler.status().wheelTimers, 1, 'wheeled although firing is paused');
+    renewals.fail = false;
+    await h.clock.advance(6_000);
+    assert.equal((await h.store.getRun(null, runIdOf(outcome!.job.jobId, atMs)))?.status, 'ready');
   } finally {
     await h.cleanup();
   }
