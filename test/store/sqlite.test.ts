@@ -1,7 +1,7 @@
 // The embedded store against the shared conformance suite, plus what only SQLite has:
 // group commit, schema versioning and reopening a file.
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -112,6 +112,34 @@ void describe('sqlite store: what only the embedded store has', () => {
     } finally {
       blocker.close();
       await store.close();
+      await removeDirectory();
+    }
+  });
+
+  void it('never issues a lease token twice, even after a power failure lost a lease and its token', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    try {
+      let store = await openSqliteStore({ path });
+      const job = await createJob(store);
+      const { runId } = await firePending(store, job, t0Ms + minuteMs);
+      // What the disk holds when the power goes: everything synced (the database and its
+      // write-ahead log as they are now), and not the lease that comes next.
+      await copyFile(path, `${path}.at-power-loss`);
+      await copyFile(`${path}-wal`, `${path}-wal.at-power-loss`);
+      const lost = (await leaseOne(store, t0Ms + minuteMs))!;
+      await store.close();
+      await copyFile(`${path}.at-power-loss`, path);
+      await copyFile(`${path}-wal.at-power-loss`, `${path}-wal`);
+      await rm(`${path}-shm`, { force: true });
+      store = await openSqliteStore({ path });
+      const again = (await leaseOne(store, t0Ms + minuteMs))!;
+      assert.equal(again.runId, runId);
+      assert.notEqual(again.fencingToken, lost.fencingToken, 'the lost lease\'s token is not handed out again');
+      const late = await store.completeRun({ team: null, runId, fencingToken: lost.fencingToken, status: 'succeeded',
+        error: null, result: null, nowMs: t0Ms + minuteMs });
+      assert.equal(late.kind, 'stale_token', 'the worker that outlived the failure cannot complete the new attempt');
+      await store.close();
+    } finally {
       await removeDirectory();
     }
   });

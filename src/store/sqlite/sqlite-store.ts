@@ -48,6 +48,25 @@ export interface SqliteStoreOptions {
 
 const busyTimeoutMsDefault = 5_000;
 
+/**
+ * Worker leases commit without waiting for the disk (see `lease`), and the token sequence
+ * advances in the same transaction: after a power failure it can roll back, and without this
+ * the next lease of a run could hand out the very token a worker that outlived the failure
+ * still holds. Every open moves the sequence 2^32 ahead, durably, past anything handed out
+ * and lost, so a token is never issued twice (invariant 4).
+ */
+function skipTokensPossiblyLost(db: Database.Database): void {
+  db.pragma('synchronous = FULL');
+  try {
+    db.prepare('UPDATE token_sequence SET value = value + ? WHERE id = 1').run(tokensSkippedOnOpen);
+  } finally {
+    db.pragma('synchronous = NORMAL');
+  }
+}
+
+/** More leases than one process could grant between two syncs. */
+const tokensSkippedOnOpen = 2 ** 32;
+
 export async function openSqliteStore(options: SqliteStoreOptions): Promise<SqliteStore> {
   const db = new Database(options.path);
   try {
@@ -70,6 +89,7 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
     // the process's memory, at a pread each.
     db.pragma('cache_size = -16384');
     migrate(db);
+    skipTokensPossiblyLost(db);
   } catch (error) {
     db.close();
     const reason = error instanceof Error ? error.message : String(error);
@@ -221,10 +241,9 @@ export class SqliteStore implements Store {
     // but answered without waiting for the sync (`durable: false`): a lease's loss on power
     // failure is harmless. If it is lost, the run is `ready` again and is offered again (at
     // least once still holds), and the worker's token is unknown to the store, so its
-    // heartbeat and completion are rejected. (The token sequence rolls back with it, so a
-    // later lease of that run can hand out the same token and attempt number; the lost
-    // worker's completion would then count for that attempt. Both attempts ran the run,
-    // which at least once allows.) The next durable group's sync covers these WAL frames
+    // heartbeat and completion are rejected. (The token sequence rolls back with it; the
+    // next open skips 2^32 tokens ahead, durably, so the lost token is never issued again:
+    // `skipTokensPossiblyLost`.) The next durable group's sync covers these WAL frames
     // too, and a process crash (kill -9) loses nothing either way. Measured: one fsync per
     // lease capped lease + complete at ~470 runs/s on this machine.
     return this.write(request.max, () => this.runTransitions.lease(request), undefined, { durable: false });
