@@ -10,7 +10,9 @@
  */
 import type { BenchContext, Benchmark } from './context.js';
 import { latencyFigures, summarise } from './latency.js';
-import { createInBatches, isoOf, ledgerLagsMs, oneShotAt, plannedLeadMs, readRuns, sleepUntil, wallClock } from './load.js';
+import {
+  createInBatches, isoOf, ledgerLagsMs, oneShotAt, plannedLeadMs, readRuns, sleepUntil, wallClock, worstLagSeconds,
+} from './load.js';
 import { startManagedServer, stopAndProfile } from './profile.js';
 import type { BenchResult, Figure } from './report.js';
 import { startWorkerProbe } from './worker-probe.js';
@@ -64,6 +66,7 @@ async function runPrecision(context: BenchContext): Promise<BenchResult> {
   const ledger = ledgerLagsMs(runs);
   const ledgerSummary = summarise(ledger.lagsMs);
   const workerSummary = worker.lagSummary();
+  notes.push(`worst seconds after the first due time: ${worstLagSeconds(runs, firstDueMs).join('; ')}`);
   if (worker.problems.count > 0) notes.push(`worker problems: ${worker.problems.count}, e.g. ${worker.problems.samples.join(' | ')}`);
   if (ledgerSummary.earlyCount > 0 || workerSummary.earlyCount > 0) {
     notes.push(`EARLY: ${ledgerSummary.earlyCount} runs dispatched and ${workerSummary.earlyCount} handled before fire_at`);

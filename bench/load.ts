@@ -105,6 +105,28 @@ export function ledgerLagsMs(runs: Run[]): { lagsMs: number[]; undispatched: num
   return { lagsMs, undispatched };
 }
 
+/**
+ * The seconds (by fire time, counted from `firstDueMs`) whose worst fire lag was largest:
+ * where in a run the lag piled up, to set beside the server's logs and profile.
+ */
+export function worstLagSeconds(runs: Run[], firstDueMs: number, count = 5): string[] {
+  const worstBySecond = new Map<number, { lagMs: number; runs: number }>();
+  for (const run of runs) {
+    if (run.dispatched_at === null) continue;
+    const fireAtMs = Date.parse(run.fire_at);
+    const second = Math.floor((fireAtMs - firstDueMs) / 1_000);
+    const lagMs = Date.parse(run.dispatched_at) - fireAtMs;
+    const entry = worstBySecond.get(second) ?? { lagMs: -Infinity, runs: 0 };
+    entry.lagMs = Math.max(entry.lagMs, lagMs);
+    entry.runs += 1;
+    worstBySecond.set(second, entry);
+  }
+  return [...worstBySecond.entries()]
+    .sort((a, b) => b[1].lagMs - a[1].lagMs)
+    .slice(0, count)
+    .map(([second, entry]) => `second ${second}: max lag ${entry.lagMs} ms over ${entry.runs} runs`);
+}
+
 /** Polls `check` every `intervalMs` until it answers true or `timeoutMs` passes; answers whether it did. */
 export async function pollUntil(check: () => Promise<boolean>, options: { intervalMs: number; timeoutMs: number }): Promise<boolean> {
   const deadlineMs = performance.now() + options.timeoutMs;

@@ -102,8 +102,11 @@ export const dispatchBatchMax = 512;
  * 0.43 GB and took ~35 % less CPU per run; 2,048, 4,096 and 8,192 were alike.
  */
 export const sqliteDispatchBatchMax = 4_096;
-/** Timers read per loader query page. */
-export const loadPageMax = 5_000;
+/**
+ * Timers read per loader query page; the loader gives the event loop a turn between pages.
+ * A page of the embedded store (join, spec parse, wheel insert) holds the loop ~10 ms.
+ */
+export const loadPageMax = 1_000;
 /** Creates coalesced into one group-commit transaction. */
 export const groupCommitMax = 2_000;
 

@@ -300,3 +300,57 @@ test('timers beyond the load horizon come in with the incremental refreshes, and
     await h.cleanup();
   }
 });
+
+test('the loader gives the event loop a turn between pages, and its first refresh reads only what the window gained', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tickler-scheduler-pages-'));
+  const path = join(dir, 'tickler.db');
+  // 2,500 timers in the load window before the node starts: its first acquire loads them in 3 pages.
+  const seed = await openSqliteStore({ path });
+  const inputs = Array.from({ length: 2_500 }, (_, index) =>
+    jobInput(jobSpec({ at: new Date(startMs + 60_000 + index).toISOString() }), startMs));
+  assert.ok((await seed.createJobs(inputs, startMs)).every((outcome) => outcome.kind === 'created'));
+  await seed.close();
+
+  // Turns of the event loop, counted by a setImmediate chain; each page records the count.
+  let turns = 0;
+  let ticking = true;
+  const tick = (): void => {
+    turns++;
+    if (ticking) setImmediate(tick);
+  };
+  setImmediate(tick);
+  const pages: { turn: number; incremental: boolean }[] = [];
+  const h = await harness({
+    path,
+    wrap: (store) => new Proxy(store, {
+      get(target, property, receiver) {
+        if (property !== 'loadTimers') return Reflect.get(target, property, receiver) as unknown;
+        return async (query: Parameters<Store['loadTimers']>[0]) => {
+          pages.push({ turn: turns, incremental: query.after !== undefined });
+          return target.loadTimers(query);
+        };
+      },
+    }),
+  });
+  try {
+    // The first acquire's load runs in the background of start(): let it finish.
+    for (let turn = 0; turn < 1_000 && pages.length < 3; turn++) await new Promise((resolve) => setImmediate(resolve));
+    for (let turn = 0; turn < 100 && h.scheduler.status().wheelTimers < 2_500; turn++) {
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    assert.equal(h.scheduler.status().wheelTimers, 2_500);
+    const initial = pages.slice(0, 3);
+    assert.equal(initial.length, 3, 'three pages of 1,000');
+    assert.ok(initial[1]!.turn > initial[0]!.turn && initial[2]!.turn > initial[1]!.turn,
+      `a turn of the loop between pages: ${JSON.stringify(initial)}`);
+    const before = pages.length;
+    await h.clock.advance(timing.loadRefreshIntervalMs);
+    const refresh = pages.slice(before);
+    assert.ok(refresh.length >= 1, 'the refresh ran');
+    assert.ok(refresh.every((page) => page.incremental), 'the first refresh after a whole load is incremental');
+  } finally {
+    ticking = false;
+    await h.cleanup();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
