@@ -3,6 +3,7 @@
 // store's notifications (runs ready, near timers).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { JobRecord, Page } from '../../src/domain/types.js';
 import type { LoadedTimer } from '../../src/store/store.js';
 import {
   createJob, firePending, jobRecord, jobSpec, minuteMs, t0Ms, timerAt, withStore, type OpenStore,
@@ -11,6 +12,18 @@ import {
 export function runHistoryConformance(open: OpenStore): void {
   void describe('history and lists', () => runHistoryTests(open));
   void describe('notifications', () => runNotificationTests(open));
+}
+
+/** Every item of a paged list, following next_cursor to the end. */
+async function allPages<T>(page: (cursor: { cursor?: string }) => Promise<Page<T>>): Promise<T[]> {
+  const items: T[] = [];
+  let cursor: string | null = null;
+  do {
+    const answer: Page<T> = await page(cursor === null ? {} : { cursor });
+    items.push(...answer.items);
+    cursor = answer.nextCursor;
+  } while (cursor !== null);
+  return items;
 }
 
 /** Resolves with the first value a subscription delivers; the test's own timeout bounds the wait. */
@@ -64,6 +77,48 @@ function runHistoryTests(open: OpenStore): void {
     await store.cancelJob(null, created[0]!.jobId, t0Ms + 10);
     assert.equal((await store.listJobs({ team: 'team-a', state: 'cancelled', limit: 10 })).items.length, 1);
     assert.equal((await store.listJobs({ team: null, limit: 10 })).items.length, 6);
+  }));
+
+  // API.md promises newest first and every item once across pages; the order among items with
+  // the same time is the store's own (SQLite: insertion order; PostgreSQL: id), so it is not asserted.
+  void it('pages through runs that share scheduled_at, in the team list, a job\'s list and the DLQ, each once',
+    () => withStore(open, async (store) => {
+      const jobs: JobRecord[] = [];
+      for (let index = 0; index < 5; index++) jobs.push(await createJob(store, { spec: { retry: { max_attempts: 1, base_s: 1, max_s: 1 } } }));
+      const runIds: string[] = [];
+      for (const job of jobs) runIds.push((await firePending(store, job, t0Ms + minuteMs)).runId);
+      const earlier = await createJob(store, { timer: timerAt(t0Ms + 30_000) });
+      const earlierRunId = (await firePending(store, earlier, t0Ms + minuteMs)).runId;
+      const teamPages = await allPages((cursor) => store.listRuns({ team: 'team-a', limit: 2, ...cursor }));
+      assert.deepEqual(teamPages.map((run) => run.runId).sort(), [...runIds, earlierRunId].sort());
+      assert.equal(teamPages.at(-1)?.runId, earlierRunId, 'newest first: the earlier run comes last');
+      const adminPages = await allPages((cursor) => store.listRuns({ team: null, limit: 4, ...cursor }));
+      assert.deepEqual(adminPages.map((run) => run.runId), teamPages.map((run) => run.runId));
+      for (const runId of runIds) {
+        const [leased] = await store.leaseRuns({ team: 'team-a', pool: 'pool-a', max: 1, leaseMs: null, workerId: 'w',
+          nowMs: t0Ms + minuteMs });
+        assert.ok(leased !== undefined, `a run to fail for ${runId}`);
+        const outcome = await store.completeRun({ team: 'team-a', runId: leased.runId, fencingToken: leased.fencingToken,
+          status: 'failed_permanent', error: 'x', result: null, nowMs: t0Ms + minuteMs });
+        assert.equal(outcome.kind, 'completed');
+      }
+      const deadPages = await allPages((cursor) => store.listRuns({ team: 'team-a', status: 'dead', limit: 2, ...cursor }));
+      assert.equal(deadPages.length, 5);
+      assert.equal(new Set(deadPages.map((run) => run.runId)).size, 5, 'no dead run twice');
+      assert.ok(deadPages.every((run) => run.status === 'dead' && run.scheduledAtMs === t0Ms + minuteMs));
+      const jobPages = await allPages((cursor) => store.listRuns({ team: 'team-a', jobId: jobs[0]!.jobId, limit: 1, ...cursor }));
+      assert.deepEqual(jobPages.map((run) => run.runId), [runIds[0]]);
+    }));
+
+  void it('pages through jobs created in the same millisecond, each once', () => withStore(open, async (store) => {
+    const created = [];
+    for (let index = 0; index < 5; index++) created.push(await createJob(store, { nowMs: t0Ms }));
+    const older = await createJob(store, { nowMs: t0Ms - 1 });
+    for (const team of ['team-a', null]) {
+      const listed = await allPages((cursor) => store.listJobs({ team, limit: 2, ...cursor }));
+      assert.deepEqual(listed.map((job) => job.jobId).sort(), [...created, older].map((job) => job.jobId).sort());
+      assert.equal(listed.at(-1)?.jobId, older.jobId, 'newest first: the older job comes last');
+    }
   }));
 
   void it('triggers a run outside the schedule, ready now, with its event', () => withStore(open, async (store) => {

@@ -8,7 +8,9 @@ import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { TicklerError } from '../../src/errors.js';
 import { openSqliteStore } from '../../src/store/sqlite/index.js';
-import { schemaVersion } from '../../src/store/sqlite/schema.js';
+import { encodeCursor } from '../../src/store/sqlite/rows.js';
+import { migrate, schemaVersion } from '../../src/store/sqlite/schema.js';
+import { runIdOf } from '../../src/domain/identity.js';
 import { runStoreConformance, type StoreHandle } from './conformance.js';
 import { runRaceConformance } from './conformance-race.js';
 import {
@@ -94,6 +96,79 @@ void describe('sqlite store: what only the embedded store has', () => {
       raw.pragma(`user_version = ${schemaVersion + 1}`);
       raw.close();
       await assert.rejects(openSqliteStore({ path }), /newer than this build/);
+    } finally {
+      await removeDirectory();
+    }
+  });
+
+  void it('upgrades a version 1 file in place: old runs keep their events, list and page as before', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    try {
+      // A file as version 1 wrote it: events keyed by the run id, and runs sharing scheduled_at.
+      const raw = new Database(path);
+      raw.pragma('journal_mode = WAL');
+      migrate(raw, 1);
+      const scheduledAtMs = t0Ms + minuteMs;
+      const insertJob = raw.prepare(`INSERT INTO jobs (job_id, team, key, pool, state, spec, request_hash, shard, version,
+        created_at, updated_at) VALUES (?, 'team-a', NULL, 'pool-a', 'active', ?, 'hash', ?, 1, ?, ?)`);
+      const insertRun = raw.prepare(`INSERT INTO runs (run_id, job_id, team, pool, lane, scheduled_at, fire_at,
+        dispatched_at, attempt, attempt_base, status, started_at, finished_at, last_error, result, ready_at,
+        lease_expires_at, lease_ms, worker_id, fencing_token, held)
+        VALUES (?, ?, 'team-a', 'pool-a', 'P1', ?, ?, ?, ?, 0, ?, NULL, ?, ?, NULL, ?, NULL, NULL, NULL, NULL, 0)`);
+      const insertEvent = raw.prepare(
+        'INSERT INTO run_events (run_id, at, type, from_status, to_status, detail) VALUES (?, ?, ?, ?, ?, ?)');
+      const jobs = Array.from({ length: 4 }, () => jobRecord(jobSpec(), t0Ms));
+      const runIds = jobs.map((job) => runIdOf(job.jobId, scheduledAtMs));
+      for (const [index, job] of jobs.entries()) {
+        insertJob.run(job.jobId, JSON.stringify(job.spec), job.shard, t0Ms, t0Ms);
+        const dead = index === 0;
+        insertRun.run(runIds[index], job.jobId, scheduledAtMs, scheduledAtMs, scheduledAtMs, dead ? 1 : 0,
+          dead ? 'dead' : 'ready', dead ? scheduledAtMs + 5 : null, dead ? 'boom' : null, dead ? null : scheduledAtMs);
+        insertEvent.run(runIds[index], scheduledAtMs, 'dispatched', null, 'ready', '{"shard_token":"1"}');
+        if (dead) insertEvent.run(runIds[index], scheduledAtMs + 5, 'dead', 'running', 'dead', '{"error":"boom"}');
+      }
+      insertEvent.run('no-such-run', scheduledAtMs, 'catch_up_summary', null, null, null);
+      raw.close();
+
+      const store = await openSqliteStore({ path });
+      try {
+        const oldRun = await store.getRun('team-a', runIds[0]!);
+        assert.equal(oldRun?.status, 'dead');
+        assert.deepEqual(oldRun.events.map((event) => [event.runId, event.type, event.sequence]),
+          [[runIds[0], 'dispatched', 1], [runIds[0], 'dead', 2]]);
+        assert.deepEqual((await store.listRuns({ team: 'team-a', status: 'dead', limit: 10 })).items.map((run) => run.runId),
+          [runIds[0]]);
+        // A cursor issued before the upgrade names the last run by its id, as one issued after does.
+        const firstPage = await store.listRuns({ team: 'team-a', limit: 1 });
+        const oldCursor = encodeCursor(scheduledAtMs, firstPage.items[0]!.runId);
+        assert.equal(firstPage.nextCursor, oldCursor);
+        const rest = await store.listRuns({ team: 'team-a', limit: 10, cursor: oldCursor });
+        assert.deepEqual([...firstPage.items, ...rest.items].map((run) => run.runId).sort(), [...runIds].sort());
+        assert.equal((await store.listJobs({ team: null, limit: 10 })).items.length, 4);
+
+        // Old runs go on living: a lease and a completion append after their old events.
+        const leased = (await leaseOne(store, scheduledAtMs + 10))!;
+        assert.ok(runIds.includes(leased.runId));
+        const done = await store.completeRun({ team: null, runId: leased.runId, fencingToken: leased.fencingToken,
+          status: 'succeeded', error: null, result: null, nowMs: scheduledAtMs + 20 });
+        assert.equal(done.kind, 'completed');
+        const events = (await store.getRun(null, leased.runId))!.events;
+        assert.deepEqual(events.map((event) => event.type), ['dispatched', 'leased', 'succeeded']);
+        assert.ok(events[1]!.sequence > 6, 'new events number after every old one');
+        // And new runs land after them.
+        const fresh = await createJob(store, { timer: timerAt(scheduledAtMs + minuteMs) });
+        const { runId } = await firePending(store, fresh, scheduledAtMs + minuteMs);
+        assert.equal((await store.listRuns({ team: 'team-a', limit: 1 })).items[0]?.runId, runId);
+        assert.deepEqual((await store.getRun(null, runId))?.events.map((event) => event.type), ['dispatched']);
+      } finally {
+        await store.close();
+      }
+      const upgraded = new Database(path, { readonly: true });
+      assert.equal(upgraded.pragma('user_version', { simple: true }), schemaVersion);
+      assert.equal(upgraded.prepare("SELECT count(*) FROM sqlite_master WHERE name LIKE '%_v1'").pluck().get(), 0,
+        'the old tables are gone');
+      assert.equal(upgraded.prepare("SELECT count(*) FROM sqlite_sequence WHERE name LIKE '%_v1'").pluck().get(), 0);
+      upgraded.close();
     } finally {
       await removeDirectory();
     }

@@ -202,10 +202,11 @@ export class Dispatcher {
    * written and the existing run's status is answered.
    */
   private insertRun(run: NewRun, eventType: string, detailJson: string): DispatchedRun {
-    if (!this.runs.insertIfAbsent(run)) {
+    const runSeq = this.runs.insertReturningSeq(run);
+    if (runSeq === null) {
       return { runId: run.runId, status: this.selectRunStatus.get(run.runId) as RunStatus, inserted: false };
     }
-    this.runs.eventJson(run.runId, run.dispatchedAtMs, eventType, null, run.status, detailJson);
+    this.runs.eventOfSeq(runSeq, run.dispatchedAtMs, eventType, null, run.status, detailJson);
     return { runId: run.runId, status: run.status, inserted: true };
   }
 }

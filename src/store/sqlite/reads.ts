@@ -33,6 +33,19 @@ class StatementCache {
   }
 }
 
+/** A run as `SELECT *` reads it: the columns `RunRow` maps, plus the run's seq (its rowid). */
+type RunRowWithSeq = RunRow & { run_seq: number };
+
+/**
+ * The tie-breaking rowid of a list cursor's last item, found by the id the cursor carries (a
+ * job or run id, as before v2, so cursors stay valid across the upgrade and a VACUUM that
+ * renumbers rowids). Jobs and runs are never deleted; were the row gone, the cursor would
+ * skip the rest of its tie rather than repeat items.
+ */
+function rowidOfCursor(selectRowidById: string): string {
+  return `coalesce((${selectRowidById}), -1)`;
+}
+
 function cursorOrThrow(cursor: string): { sortMs: number; id: string } {
   const decoded = decodeCursor(cursor);
   if (decoded === null) throw new TicklerError('invalid_request', 'cursor is not one this server issued', { field: 'cursor' });
@@ -42,8 +55,8 @@ function cursorOrThrow(cursor: string): { sortMs: number; id: string } {
 export class StoreReads {
   private readonly cache: StatementCache;
   private readonly selectJob: Database.Statement<[string], JobRow>;
-  private readonly selectRun: Database.Statement<[string], RunRow>;
-  private readonly selectEvents: Database.Statement<[string], RunEventRow>;
+  private readonly selectRun: Database.Statement<[string], RunRowWithSeq>;
+  private readonly selectEvents: Database.Statement<[string, number], RunEventRow>;
   private readonly selectJobsWithoutTimer: Database.Statement<[number], JobRow>;
   private readonly countJobsWithoutTimerStatement: Database.Statement<[], number>;
   private readonly selectNextLeaseExpiry: Database.Statement<[], number | null>;
@@ -54,7 +67,10 @@ export class StoreReads {
     this.cache = new StatementCache(db);
     this.selectJob = db.prepare(`${jobSelectSql} WHERE j.job_id = ?`);
     this.selectRun = db.prepare('SELECT * FROM runs WHERE run_id = ?');
-    this.selectEvents = db.prepare('SELECT * FROM run_events WHERE run_id = ? ORDER BY event_id');
+    // Events are keyed by the run's seq; the run id they answer with is the one asked for.
+    this.selectEvents = db.prepare(`
+      SELECT event_id, ? AS run_id, at, type, from_status, to_status, detail FROM run_events
+      WHERE run_seq = ? ORDER BY event_id`);
     // Every active job, one-shot or recurring, should have its pending timer: one without is
     // a silent miss either way.
     const withoutTimer = `FROM jobs j WHERE j.state = 'active'
@@ -98,11 +114,13 @@ export class StoreReads {
     }
     if (filter.cursor !== undefined) {
       const cursor = cursorOrThrow(filter.cursor);
-      where.push('(j.created_at < ? OR (j.created_at = ? AND j.job_id < ?))');
-      params.push(cursor.sortMs, cursor.sortMs, cursor.id);
+      where.push(`(j.created_at, j.rowid) < (?, ${rowidOfCursor('SELECT rowid FROM jobs WHERE job_id = ?')})`);
+      params.push(cursor.sortMs, cursor.id);
     }
+    // Ties on created_at fall to the rowid (insertion order), which ends the (team,
+    // created_at) and (created_at) indexes: read backwards, they answer in this order.
     const sql = `${jobSelectSql} ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
-      ORDER BY j.created_at DESC, j.job_id DESC LIMIT ?`;
+      ORDER BY j.created_at DESC, j.rowid DESC LIMIT ?`;
     const rows = this.cache.get(sql).all(...params, filter.limit + 1) as JobRow[];
     const items = rows.slice(0, filter.limit).map(jobFromRow);
     const last = items.at(-1);
@@ -148,13 +166,18 @@ export class StoreReads {
   getRun(team: TeamScope, runId: string): RunWithEvents | null {
     const row = this.selectRun.get(runId);
     if (row === undefined || (team !== null && row.team !== team)) return null;
-    return { ...runFromRow(row), events: this.selectEvents.all(runId).map(runEventFromRow) };
+    return { ...runFromRow(row), events: this.selectEvents.all(row.run_id, row.run_seq).map(runEventFromRow) };
   }
 
   listRuns(filter: RunListFilter): Page<RunRecord> {
     const where: string[] = [];
     const params: Param[] = [];
-    if (filter.team !== null) { where.push('team = ?'); params.push(filter.team); }
+    if (filter.team !== null) {
+      // With a job named, the unary plus keeps SQLite off runs_team_history: left to itself it
+      // walked the team's whole history for one job's runs instead of seeking runs_job_history.
+      where.push(filter.jobId === undefined ? 'team = ?' : '+team = ?');
+      params.push(filter.team);
+    }
     if (filter.jobId !== undefined) { where.push('job_id = ?'); params.push(filter.jobId); }
     if (filter.pool !== undefined) { where.push('pool = ?'); params.push(filter.pool); }
     if (filter.status !== undefined) {
@@ -166,11 +189,13 @@ export class StoreReads {
     if (filter.untilMs !== undefined) { where.push('scheduled_at < ?'); params.push(filter.untilMs); }
     if (filter.cursor !== undefined) {
       const cursor = cursorOrThrow(filter.cursor);
-      where.push('(scheduled_at < ? OR (scheduled_at = ? AND run_id < ?))');
-      params.push(cursor.sortMs, cursor.sortMs, cursor.id);
+      where.push(`(scheduled_at, run_seq) < (?, ${rowidOfCursor('SELECT run_seq FROM runs WHERE run_id = ?')})`);
+      params.push(cursor.sortMs, cursor.id);
     }
+    // Ties on scheduled_at (a herd's runs all share it) fall to run_seq, dispatch order, which
+    // ends the history indexes: read backwards, they answer in this order.
     const sql = `SELECT * FROM runs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
-      ORDER BY scheduled_at DESC, run_id DESC LIMIT ?`;
+      ORDER BY scheduled_at DESC, run_seq DESC LIMIT ?`;
     const rows = this.cache.get(sql).all(...params, filter.limit + 1) as RunRow[];
     const items = rows.slice(0, filter.limit).map(runFromRow);
     const last = items.at(-1);

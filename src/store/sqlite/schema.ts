@@ -107,11 +107,98 @@ const migrations: readonly string[] = [
   );
   INSERT INTO token_sequence (id, value) VALUES (1, 0);
   `,
+  `
+  -- v2: keep inserts near the right edge of every index but the run id's. In a herd every
+  -- run shares its scheduled_at, so a tie broken by the run id (a hash) put each insert on a
+  -- random leaf page, as did run_events keyed by the run id: each dispatch, lease and
+  -- completion commit wrote hundreds of scattered pages to the WAL. Ties now fall to the
+  -- rowid, which ends every SQLite index implicitly and grows in insert order. Ascending keys,
+  -- read backwards for "newest first", so new rows land at the right edge.
+  --
+  -- runs gets an explicit INTEGER PRIMARY KEY (the rowid itself) because run_events refers
+  -- to it: an implicit rowid may be renumbered by VACUUM, an INTEGER PRIMARY KEY never is.
+  -- Old rows keep their rowid as run_seq, so the order of ties is insertion order throughout.
+  ALTER TABLE runs RENAME TO runs_v1;
+  CREATE TABLE runs (
+    run_seq INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL UNIQUE,
+    job_id TEXT NOT NULL,
+    team TEXT NOT NULL,
+    pool TEXT NOT NULL,
+    lane TEXT NOT NULL,
+    scheduled_at INTEGER NOT NULL,
+    fire_at INTEGER NOT NULL,
+    dispatched_at INTEGER,
+    attempt INTEGER NOT NULL,
+    attempt_base INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    started_at INTEGER,
+    finished_at INTEGER,
+    last_error TEXT,
+    result TEXT,
+    ready_at INTEGER,
+    lease_expires_at INTEGER,
+    lease_ms INTEGER,
+    worker_id TEXT,
+    fencing_token INTEGER,
+    held INTEGER NOT NULL
+  );
+  INSERT INTO runs
+  SELECT rowid, run_id, job_id, team, pool, lane, scheduled_at, fire_at, dispatched_at, attempt, attempt_base, status,
+    started_at, finished_at, last_error, result, ready_at, lease_expires_at, lease_ms, worker_id, fencing_token, held
+  FROM runs_v1 ORDER BY rowid;
+  DROP TABLE runs_v1;
+
+  -- Events name their run by run_seq (8 bytes, in dispatch order) instead of the 32-digit run
+  -- id: an event's index entry lands near the right edge, whether it is a new run's first
+  -- event or a lease or completion of a run dispatched lately. An event whose run has no row
+  -- was never readable (a run is read before its events) and is not carried over.
+  ALTER TABLE run_events RENAME TO run_events_v1;
+  CREATE TABLE run_events (
+    event_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_seq INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    from_status TEXT,
+    to_status TEXT,
+    detail TEXT
+  );
+  INSERT INTO run_events (event_id, run_seq, at, type, from_status, to_status, detail)
+  SELECT e.event_id, r.run_seq, e.at, e.type, e.from_status, e.to_status, e.detail
+  FROM run_events_v1 e JOIN runs r ON r.run_id = e.run_id ORDER BY e.event_id;
+  -- The id high-water mark carries over too, so no id an old event had is issued again.
+  DELETE FROM sqlite_sequence WHERE name = 'run_events';
+  INSERT INTO sqlite_sequence (name, seq) SELECT 'run_events', seq FROM sqlite_sequence WHERE name = 'run_events_v1';
+  DROP TABLE run_events_v1;
+  -- (run_seq) is (run_seq, event_id): a run's events in order.
+  CREATE INDEX run_events_by_run ON run_events (run_seq);
+
+  -- Built after the copy: a sorted build, not one insert per row.
+  CREATE INDEX runs_leasable ON runs (pool, lane, ready_at)
+    WHERE status IN ('ready', 'retry_wait') AND held = 0;
+  CREATE INDEX runs_running ON runs (lease_expires_at) WHERE status = 'running';
+  CREATE INDEX runs_retrying ON runs (ready_at) WHERE status = 'retry_wait';
+  CREATE INDEX runs_active_by_job ON runs (job_id) WHERE status IN ('ready', 'running', 'retry_wait');
+  -- (job_id, scheduled_at) names one run already (the run id is their hash): no tie to break.
+  CREATE INDEX runs_job_history ON runs (job_id, scheduled_at);
+  -- Lists order by (scheduled_at DESC, run_seq DESC): these read backwards.
+  CREATE INDEX runs_team_history ON runs (team, scheduled_at);
+  -- The DLQ view; other status filters walk the team's history.
+  CREATE INDEX runs_dead ON runs (team, scheduled_at) WHERE status = 'dead';
+
+  -- Job lists order by (created_at DESC, rowid DESC); job ids carry random digits. The
+  -- admin-wide list (no team) needs its own index or it sorts every job per page.
+  DROP INDEX jobs_team_created;
+  DROP INDEX jobs_created;
+  CREATE INDEX jobs_team_created ON jobs (team, created_at);
+  CREATE INDEX jobs_created ON jobs (created_at);
+  `,
 ];
 
 export const schemaVersion = migrations.length;
 
-export function migrate(db: Database.Database): void {
+/** Upgrades to `targetVersion` (the latest unless a test asks for an older file). */
+export function migrate(db: Database.Database, targetVersion = schemaVersion): void {
   // The version is read inside the write transaction: two processes opening a fresh file at
   // once must not both run the same step.
   const upgrade = db.transaction(() => {
@@ -119,10 +206,10 @@ export function migrate(db: Database.Database): void {
     if (currentVersion > schemaVersion) {
       throw new Error(`database schema version ${currentVersion} is newer than this build understands (${schemaVersion})`);
     }
-    for (let version = currentVersion; version < schemaVersion; version++) {
+    for (let version = currentVersion; version < targetVersion; version++) {
       db.exec(migrations[version]!);
     }
-    if (currentVersion < schemaVersion) db.pragma(`user_version = ${schemaVersion}`);
+    if (currentVersion < targetVersion) db.pragma(`user_version = ${targetVersion}`);
   });
   upgrade.immediate();
 }

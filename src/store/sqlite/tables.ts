@@ -92,7 +92,9 @@ export class RunTable {
   private readonly selectActiveByJob: Database.Statement<[string], { run_id: string; status: string; held: number }>;
   private readonly selectHeld: Database.Statement<[string], RunRow>;
   private readonly release: Database.Statement<[number, string]>;
-  private readonly appendEvent: Database.Statement<[string, number, string, string | null, string | null, string | null]>;
+  private readonly appendEvent: Database.Statement<[number, number, string, string | null, string | null, string | null]>;
+  private readonly appendEventByRunId:
+    Database.Statement<[number, string, string | null, string | null, string | null, string]>;
 
   constructor(db: Database.Database) {
     this.insert = db.prepare(`
@@ -108,7 +110,12 @@ export class RunTable {
       SELECT * FROM runs WHERE job_id = ? AND status IN ('ready', 'running', 'retry_wait') AND held = 1`);
     this.release = db.prepare('UPDATE runs SET held = 0, ready_at = ? WHERE run_id = ?');
     this.appendEvent = db.prepare(
-      'INSERT INTO run_events (run_id, at, type, from_status, to_status, detail) VALUES (?, ?, ?, ?, ?, ?)');
+      'INSERT INTO run_events (run_seq, at, type, from_status, to_status, detail) VALUES (?, ?, ?, ?, ?, ?)');
+    // The run's seq looked up in the same statement: the caller has just read or written the
+    // run by its id, so the run_id index page it walks is in the cache.
+    this.appendEventByRunId = db.prepare(`
+      INSERT INTO run_events (run_seq, at, type, from_status, to_status, detail)
+      SELECT run_seq, ?, ?, ?, ?, ? FROM runs WHERE run_id = ?`);
   }
 
   get(runId: string): RunRow | undefined {
@@ -117,9 +124,14 @@ export class RunTable {
 
   /** Inserts the run unless its run_id exists (invariant 1); answers whether it inserted. */
   insertIfAbsent(run: NewRun): boolean {
+    return this.insertReturningSeq(run) !== null;
+  }
+
+  /** As `insertIfAbsent`, answering the new run's seq (for `eventOfSeq`), or null when it existed. */
+  insertReturningSeq(run: NewRun): number | null {
     const info = this.insert.run(run.runId, run.jobId, run.team, run.pool, run.lane, run.scheduledAtMs, run.fireAtMs,
       run.dispatchedAtMs, run.status, run.finishedAtMs, run.lastError, run.readyAtMs, run.held ? 1 : 0);
-    return info.changes === 1;
+    return info.changes === 1 ? Number(info.lastInsertRowid) : null;
   }
 
   activeRunsOf(jobId: string): { runId: string; status: RunStatus; held: boolean }[] {
@@ -142,15 +154,22 @@ export class RunTable {
     return held.pool;
   }
 
+  /**
+   * Appends an event to the run's log. Events are keyed by the run's seq, looked up here; an
+   * event for a run without a row is not kept (it could never be read: a run is read first).
+   */
   event(runId: string, atMs: number, type: string, fromStatus: RunStatus | null, toStatus: RunStatus | null,
     detail: Record<string, unknown> | null): void {
-    this.eventJson(runId, atMs, type, fromStatus, toStatus, detail === null ? null : JSON.stringify(detail));
+    this.appendEventByRunId.run(atMs, type, fromStatus, toStatus, detail === null ? null : JSON.stringify(detail), runId);
   }
 
-  /** As `event`, with the detail serialised already: a dispatch writes one detail thousands of times. */
-  eventJson(runId: string, atMs: number, type: string, fromStatus: RunStatus | null, toStatus: RunStatus | null,
+  /**
+   * As `event`, for a run whose seq the caller holds, with the detail serialised already: a
+   * dispatch writes one detail thousands of times.
+   */
+  eventOfSeq(runSeq: number, atMs: number, type: string, fromStatus: RunStatus | null, toStatus: RunStatus | null,
     detailJson: string | null): void {
-    this.appendEvent.run(runId, atMs, type, fromStatus, toStatus, detailJson);
+    this.appendEvent.run(runSeq, atMs, type, fromStatus, toStatus, detailJson);
   }
 }
 
