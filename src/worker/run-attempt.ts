@@ -101,11 +101,28 @@ export class RunAttempt {
     if (!this.controller.signal.aborted) this.controller.abort(reason);
   }
 
+  /**
+   * Starts the heartbeats before the handler does: a run leased ahead of a free slot
+   * (the worker's `prefetch`) keeps its lease while it waits.
+   */
+  keepAlive(): void {
+    if (this.heartbeatTimer === undefined && !this.settled) this.scheduleHeartbeat();
+  }
+
   /** Runs the handler to its end and reports the outcome; never rejects. */
   async execute(): Promise<void> {
     const { handler, logger } = this.dependencies;
     const { fencing_token: _token, lease_expires_at: _expiry, ...visible } = this.run;
-    this.scheduleHeartbeat();
+    if (this.controller.signal.aborted) {
+      // Lost while it waited for a slot (a heartbeat was refused): the handler never sees it.
+      this.settled = true;
+      this.heartbeatTimer?.cancel();
+      this.dependencies.onHandlerSettled();
+      logger.warn({ runId: this.run.run_id, reason: describe(this.controller.signal.reason) },
+        'lease lost before the handler started: the run is not handled here');
+      return;
+    }
+    this.keepAlive();
     let outcome: Omit<CompleteRequest, 'fencing_token'>;
     try {
       const result: unknown = await handler(Object.freeze(visible), { signal: this.controller.signal });

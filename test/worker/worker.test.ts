@@ -36,7 +36,7 @@ describe('createWorker', () => {
   });
 
   function start(handler: RunHandler, extra: {
-    concurrency?: number; leaseS?: number; stopTimeoutMs?: number; leaseLingerMs?: number;
+    concurrency?: number; leaseS?: number; stopTimeoutMs?: number; leaseLingerMs?: number; prefetch?: number;
   } = {}): Worker {
     worker = createWorker({
       client: new TicklerClient({ baseUrl: server.url, apiKey: 'k-1' }),
@@ -51,6 +51,7 @@ describe('createWorker', () => {
       random: () => 0.5,
       ...(extra.stopTimeoutMs === undefined ? {} : { stopTimeoutMs: extra.stopTimeoutMs }),
       ...(extra.leaseLingerMs === undefined ? {} : { leaseLingerMs: extra.leaseLingerMs }),
+      ...(extra.prefetch === undefined ? {} : { prefetch: extra.prefetch }),
     });
     worker.start();
     return worker;
@@ -302,6 +303,54 @@ describe('createWorker', () => {
     await refill;
     assert.equal(server.leases[1]?.max, 1);
     for (const handler of handlers.slice(1)) handler.finish('c');
+  });
+
+  test('with prefetch, leases ahead of free slots and starts a held run the moment a slot frees', async () => {
+    const handlers = Array.from({ length: 3 }, () => controlledHandler());
+    let calls = 0;
+    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 1, prefetch: 2 });
+    await server.next('lease');
+    assert.equal(server.leases[0]?.max, 3, 'one slot and two prefetch places');
+    const runs = [leasedRun(startMs), leasedRun(startMs), leasedRun(startMs)];
+    server.offer(...runs);
+    const first = await handlers[0]!.started;
+    assert.equal(first.run.run_id, runs[0]!.run_id);
+    await clock.advance(0);
+    assert.equal(calls, 1, 'one handler at a time: the others wait for the slot');
+    assert.equal(server.leases.length, 1, 'no lease while every slot and prefetch place is taken');
+    handlers[0]!.finish('a');
+    const second = await handlers[1]!.started;
+    assert.equal(second.run.run_id, runs[1]!.run_id, 'oldest first, from the local queue');
+    assert.equal(server.leases.length, 1, 'the freed slot took a held run, not a round trip');
+    const refill = server.next('lease');
+    handlers[1]!.finish('b');
+    handlers[2]!.finish('c');
+    await refill;
+    assert.ok(server.leases[1]!.max >= 1);
+  });
+
+  test('a prefetched run heartbeats while it waits; one whose lease is lost meanwhile never reaches the handler', async () => {
+    const handler = controlledHandler();
+    const handled: string[] = [];
+    start((run, context) => {
+      handled.push(run.run_id);
+      return handler.handler(run, context);
+    }, { concurrency: 1, prefetch: 1, leaseS: 3 });
+    await server.next('lease');
+    const [running, held] = [leasedRun(startMs), leasedRun(startMs)];
+    server.heartbeatAnswer = (runId) => runId === held.run_id
+      ? { status: 409, body: { error: { code: 'stale_token', message: 'leased to another worker' } } }
+      : { status: 200, body: { lease_expires_at: new Date(clock.nowMs() + 3_000).toISOString() } };
+    server.offer(running, held);
+    await handler.started;
+    const heldBeat = server.next('heartbeat', (runId: string) => runId === held.run_id);
+    await clock.advance(1_000);
+    await heldBeat;
+    handler.finish('a');
+    await logger.next('lease lost before the handler started');
+    assert.deepEqual(handled, [running.run_id], 'the lost run was not handed to the handler');
+    await clock.advance(0);
+    assert.ok(!server.completions.some((completion) => completion.runId === held.run_id), 'and no completion was sent for it');
   });
 
   test('a failing lease request backs off on the clock, then resumes', async () => {

@@ -48,7 +48,8 @@ export class TicklerAdapter implements SystemAdapter {
     this.name = storeKind === 'sqlite' ? 'tickler-sqlite' as const : 'tickler-postgres' as const;
     this.attached = attached;
     this.settings = `tickler serve defaults (${storeKind === 'sqlite' ? 'embedded SQLite' : 'PostgreSQL 15'}); ` +
-      `SDK createWorker, concurrency ${workerConcurrency}, long-poll wait_s 20, over HTTP`;
+      `SDK createWorker, concurrency ${workerConcurrency}, prefetch ${workerConcurrency} (as graphile-worker's local ` +
+      'queue), long-poll wait_s 20, over HTTP';
   }
 
   async start(): Promise<void> {
@@ -95,6 +96,7 @@ export class TicklerAdapter implements SystemAdapter {
       client: this.requireClient(),
       pool,
       concurrency: workerConcurrency,
+      prefetch: workerConcurrency,
       logger,
       handler: (run) => {
         const handledAtMs = wallClock.nowMs();
