@@ -10,7 +10,7 @@ import net from 'node:net';
 import { describe, it } from 'node:test';
 import { isTicklerError } from '../../src/errors.js';
 import { booleanArray, numberArray, textArray } from '../../src/store/postgres/array-literals.js';
-import { withClient, withDefaultUser } from '../../src/store/postgres/connection.js';
+import { beginSql, preparedStatements, withClient, withDefaultUser } from '../../src/store/postgres/connection.js';
 import { shardFenceSql } from '../../src/store/postgres/dispatch.js';
 import { openPostgresStore } from '../../src/store/postgres/index.js';
 import { listPartitions, partitionDurationMs } from '../../src/store/postgres/partitions.js';
@@ -192,6 +192,32 @@ void describe('postgres store', { skip: skip ?? false }, () => {
       assert.deepEqual(row.numbers.map((value) => (value === null ? null : Number(value))), numbers);
       assert.deepEqual(row.flags, [true, false]);
     } finally {
+      await handle.cleanup();
+    }
+  });
+
+  void it('gives every prepared statement a generic plan without a sequential scan, even on empty tables', async () => {
+    // A generic plan is built once per connection and kept while the tables grow; one built
+    // on a new, empty schema must still probe indexes (connection.ts, `beginSql`).
+    const handle = await openTestStore();
+    const client = await handle.store.pool.connect();
+    try {
+      await client.query('SET plan_cache_mode = force_generic_plan');
+      assert.ok(preparedStatements().length >= 10, 'the store modules registered their statements');
+      for (const statement of preparedStatements()) {
+        await client.query(statement.autocommit ? 'BEGIN' : beginSql);
+        const parameterCount = Math.max(0, ...[...statement.text.matchAll(/\$(\d+)/g)].map((match) => Number(match[1])));
+        await client.query(`PREPARE generic_plan_probe AS ${statement.text}`);
+        const nulls = Array.from({ length: parameterCount }, () => 'NULL').join(', ');
+        const plan = await client.query<{ 'QUERY PLAN': string }>(
+          `EXPLAIN EXECUTE generic_plan_probe${parameterCount > 0 ? `(${nulls})` : ''}`);
+        await client.query('ROLLBACK');
+        await client.query('DEALLOCATE generic_plan_probe');
+        const lines = plan.rows.map((row) => row['QUERY PLAN']);
+        assert.ok(!lines.some((line) => line.includes('Seq Scan')), `${statement.text}\n${lines.join('\n')}`);
+      }
+    } finally {
+      client.release();
       await handle.cleanup();
     }
   });

@@ -5,7 +5,7 @@
  */
 import type pg from 'pg';
 import type { Logger } from '../../obs/log.js';
-import { queryPool, withTransaction, type CommitHooks, type Transaction } from './connection.js';
+import { queryPool, withTransaction, type CommitHooks, type StatementText, type Transaction } from './connection.js';
 
 export interface StoreContext {
   pool: pg.Pool;
@@ -30,12 +30,12 @@ export function transaction<T>(context: StoreContext, operation: string,
   return withTransaction(context.pool, context.hooks, operation, body);
 }
 
-export function leaseQuery<Row extends pg.QueryResultRow>(context: StoreContext, operation: string, text: string,
-  values?: unknown[]): Promise<pg.QueryResult<Row>> {
-  return queryPool<Row>(context.leasePool, operation, text, values);
+export function leaseQuery<Row extends pg.QueryResultRow>(context: StoreContext, operation: string,
+  statement: StatementText, values?: unknown[]): Promise<pg.QueryResult<Row>> {
+  return queryPool<Row>(context.leasePool, operation, statement, values);
 }
 
-export function query<Row extends pg.QueryResultRow>(context: StoreContext, operation: string, text: string,
-  values?: unknown[]): Promise<pg.QueryResult<Row>> {
-  return queryPool<Row>(context.pool, operation, text, values);
+export function query<Row extends pg.QueryResultRow>(context: StoreContext, operation: string,
+  statement: StatementText, values?: unknown[]): Promise<pg.QueryResult<Row>> {
+  return queryPool<Row>(context.pool, operation, statement, values);
 }

@@ -20,7 +20,7 @@ import { runIdOf } from '../../domain/identity.js';
 import type { JobSpec, JobState, RunStatus } from '../../domain/types.js';
 import type { DispatchItem, DispatchResult, OccurrenceWrite } from '../store.js';
 import { numberArray, textArray } from './array-literals.js';
-import type { Transaction } from './connection.js';
+import { prepared, type Transaction } from './connection.js';
 import { transaction, type StoreContext } from './context.js';
 import {
   appendEvents, deleteTimers, insertRuns, insertTimers, newTimerId, type NewRun, type NewRunEvent, type NewTimer,
@@ -109,24 +109,34 @@ function isStale(token: string, currentToken: string | undefined): boolean {
 export const shardFenceSql =
   'SELECT shard, token::text AS token FROM shard_leases WHERE shard = ANY($1::int[]) ORDER BY shard FOR KEY SHARE';
 
+const shardFenceStatement = prepared(shardFenceSql);
+
 async function lockShardTokens(tx: Transaction, shards: number[]): Promise<Map<number, string>> {
-  const result = await tx.query<{ shard: number; token: string }>(shardFenceSql, [numberArray([...new Set(shards)])]);
+  const result = await tx.query<{ shard: number; token: string }>(shardFenceStatement, [numberArray([...new Set(shards)])]);
   return new Map(result.rows.map((row) => [row.shard, row.token]));
 }
+
+const lockJobsSql = prepared(
+  `SELECT job_id, team, state, spec, shard, version, timer_id, next_fire_at, next_scheduled_at
+     FROM jobs WHERE job_id = ANY($1::text[]) ORDER BY job_id FOR UPDATE`);
 
 async function lockJobs(tx: Transaction, jobIds: string[]): Promise<Map<string, LockedJob>> {
   if (jobIds.length === 0) return new Map();
   const result = await tx.query<{
     job_id: string; team: string; state: JobState; spec: JobSpec; shard: number; version: number;
     timer_id: string | null; next_fire_at: number | null; next_scheduled_at: number | null;
-  }>(
-    `SELECT job_id, team, state, spec, shard, version, timer_id, next_fire_at, next_scheduled_at
-       FROM jobs WHERE job_id = ANY($1::text[]) ORDER BY job_id FOR UPDATE`, [textArray(jobIds)]);
+  }>(lockJobsSql, [textArray(jobIds)]);
   return new Map(result.rows.map((row) => [row.job_id, {
     jobId: row.job_id, team: row.team, state: row.state, spec: row.spec, shard: row.shard, version: row.version,
     timerId: row.timer_id, nextFireAtMs: row.next_fire_at, nextScheduledAtMs: row.next_scheduled_at, changed: false,
   }]));
 }
+
+const readRunsSql = prepared(
+  `SELECT run_id, job_id, status, held FROM runs WHERE run_id = ANY($1::text[])
+   UNION
+   SELECT run_id, job_id, status, held FROM runs
+    WHERE job_id = ANY($2::text[]) AND status IN ('ready', 'running', 'retry_wait')`);
 
 /**
  * Runs that already exist (a duplicate dispatch answers them, inserted: false) and each
@@ -140,11 +150,8 @@ async function readRuns(tx: Transaction, runIds: string[], jobIds: string[]): Pr
   const existingStatus = new Map<string, RunStatus>();
   const activeByJob = new Map<string, ActiveRun[]>();
   if (jobIds.length === 0) return { existingStatus, activeByJob };
-  const result = await tx.query<{ run_id: string; job_id: string; status: RunStatus; held: boolean }>(
-    `SELECT run_id, job_id, status, held FROM runs WHERE run_id = ANY($1::text[])
-     UNION
-     SELECT run_id, job_id, status, held FROM runs
-      WHERE job_id = ANY($2::text[]) AND status IN ('ready', 'running', 'retry_wait')`, [textArray(runIds), textArray(jobIds)]);
+  const result = await tx.query<{ run_id: string; job_id: string; status: RunStatus; held: boolean }>(readRunsSql,
+    [textArray(runIds), textArray(jobIds)]);
   const wanted = new Set(runIds);
   for (const row of result.rows) {
     if (wanted.has(row.run_id)) existingStatus.set(row.run_id, row.status);
@@ -248,26 +255,28 @@ function cancelRuns(plan: DispatchPlan, runIds: readonly string[], active: Activ
   }
 }
 
+const cancelRunsSql = prepared(
+  `UPDATE runs SET status = 'cancelled', finished_at = $2, ready_at = NULL, lease_expires_at = NULL
+    WHERE run_id = ANY($1::text[]) AND status IN ('ready', 'running', 'retry_wait')`);
+
+const updateJobsSql = prepared(
+  `UPDATE jobs j SET timer_id = u.timer_id, next_fire_at = u.next_fire_at, next_scheduled_at = u.next_scheduled_at,
+                     updated_at = CASE WHEN j.state <> u.state THEN $7 ELSE j.updated_at END,
+                     state = u.state, version = u.version
+     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::int[])
+          AS u(job_id, timer_id, next_fire_at, next_scheduled_at, state, version)
+    WHERE j.job_id = u.job_id`);
+
 async function writePlan(tx: Transaction, plan: DispatchPlan, changedJobs: LockedJob[]): Promise<void> {
   if (plan.cancelRunIds.size > 0) {
-    await tx.query(
-      `UPDATE runs SET status = 'cancelled', finished_at = $2, ready_at = NULL, lease_expires_at = NULL
-        WHERE run_id = ANY($1::text[]) AND status IN ('ready', 'running', 'retry_wait')`,
-      [textArray([...plan.cancelRunIds]), plan.nowMs]);
+    await tx.query(cancelRunsSql, [textArray([...plan.cancelRunIds]), plan.nowMs]);
   }
   await insertRuns(tx, [...plan.newRuns.values()].map((entry) => entry.run));
   await appendEvents(tx, plan.events);
   await deleteTimers(tx, plan.consumedTimers);
   await insertTimers(tx, plan.nextTimers);
   if (changedJobs.length === 0) return;
-  await tx.query(
-    `UPDATE jobs j SET timer_id = u.timer_id, next_fire_at = u.next_fire_at, next_scheduled_at = u.next_scheduled_at,
-                       updated_at = CASE WHEN j.state <> u.state THEN $7 ELSE j.updated_at END,
-                       state = u.state, version = u.version
-       FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::int[])
-            AS u(job_id, timer_id, next_fire_at, next_scheduled_at, state, version)
-      WHERE j.job_id = u.job_id`,
-    [
+  await tx.query(updateJobsSql, [
       textArray(changedJobs.map((job) => job.jobId)),
       textArray(changedJobs.map((job) => job.timerId)),
       numberArray(changedJobs.map((job) => job.nextFireAtMs)),

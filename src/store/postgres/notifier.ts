@@ -17,7 +17,9 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from '../../obs/log.js';
 import type { LoadedTimer } from '../store.js';
-import { connectionConfig, type Transaction } from './connection.js';
+import { connectionConfig, prepared, type Transaction } from './connection.js';
+
+const notifySql = prepared('SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)');
 
 /** Payloads stay under PostgreSQL's 8000-byte NOTIFY limit with room for the origin. */
 export const notifyPayloadBytesMax = 7_800;
@@ -95,7 +97,7 @@ export class Notifier {
       payloads.push({ channel: this.nearTimersChannel, payload: `${this.originId}|${chunk}` });
     }
     if (payloads.length === 0) return;
-    await transaction.query('SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)',
+    await transaction.query(notifySql,
       [payloads.map((entry) => entry.channel), payloads.map((entry) => entry.payload)]);
   }
 

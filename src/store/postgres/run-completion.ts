@@ -13,7 +13,7 @@ import { hasAttemptsLeft, retryDelayMs } from '../../domain/retry.js';
 import type { RetrySpec, RunStatus } from '../../domain/types.js';
 import type { CompleteOutcome, CompleteRequest } from '../store.js';
 import { numberArray, textArray } from './array-literals.js';
-import type { Transaction } from './connection.js';
+import { prepared, type Transaction } from './connection.js';
 import { jsonParam, runColumns, runFromRow, type RunRow } from './rows.js';
 import { appendEvents, type NewRunEvent } from './writes.js';
 import { releaseHeldOf } from './worker-runs.js';
@@ -63,14 +63,25 @@ function planCompletion(run: LockedRun, request: CompleteRequest, random: () => 
   };
 }
 
+/** `json_to_record` reads both fields from one parse of the spec (each `->` parses it again). */
+const lockRunsSql = prepared(
+  `SELECT r.run_id, r.team, r.status, r.fencing_token::text AS fencing_token, r.attempt, r.attempt_base, r.job_id,
+          s.retry, s.overlap
+     FROM runs r JOIN jobs j ON j.job_id = r.job_id CROSS JOIN LATERAL json_to_record(j.spec) AS s(retry json, overlap text)
+    WHERE r.run_id = ANY($1::text[]) ORDER BY r.run_id FOR UPDATE OF r`);
+
+const writeChangesSql = prepared(
+  `UPDATE runs r SET status = c.status, ready_at = c.ready_at, finished_at = c.finished_at, lease_expires_at = NULL,
+                     last_error = c.last_error, result = c.result
+     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::json[])
+          AS c(run_id, status, ready_at, finished_at, last_error, result)
+    WHERE r.run_id = c.run_id
+    RETURNING ${runColumns}`);
+
 /** One transaction for many completions; answers one outcome per request, in order. */
 export async function completeRunsWithin(tx: Transaction, requests: readonly CompleteRequest[],
   random: () => number): Promise<CompleteOutcome[]> {
-  const locked = await tx.query<LockedRun>(
-    `SELECT r.run_id, r.team, r.status, r.fencing_token::text AS fencing_token, r.attempt, r.attempt_base, r.job_id,
-            j.spec->'retry' AS retry, j.spec->>'overlap' AS overlap
-       FROM runs r JOIN jobs j ON j.job_id = r.job_id
-      WHERE r.run_id = ANY($1::text[]) ORDER BY r.run_id FOR UPDATE OF r`,
+  const locked = await tx.query<LockedRun>(lockRunsSql,
     [textArray([...new Set(requests.map((request) => request.runId))])]);
   const runs = new Map(locked.rows.map((row) => [row.run_id, row]));
   const changes = new Map<string, RunChange>();
@@ -101,14 +112,7 @@ export async function completeRunsWithin(tx: Transaction, requests: readonly Com
 
 async function writeChanges(tx: Transaction, changes: readonly RunChange[]): Promise<Map<string, RunRow>> {
   if (changes.length === 0) return new Map();
-  const result = await tx.query<RunRow>(
-    `UPDATE runs r SET status = c.status, ready_at = c.ready_at, finished_at = c.finished_at, lease_expires_at = NULL,
-                       last_error = c.last_error, result = c.result
-       FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::json[])
-            AS c(run_id, status, ready_at, finished_at, last_error, result)
-      WHERE r.run_id = c.run_id
-      RETURNING ${runColumns}`,
-    [
+  const result = await tx.query<RunRow>(writeChangesSql, [
       textArray(changes.map((change) => change.runId)),
       textArray(changes.map((change) => change.status)),
       numberArray(changes.map((change) => change.readyAtMs)),

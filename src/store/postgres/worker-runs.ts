@@ -12,45 +12,55 @@
 import { hasAttemptsLeft } from '../../domain/retry.js';
 import type { RetrySpec, RunStatus } from '../../domain/types.js';
 import type { ExpiredLease, HeartbeatOutcome, LeaseRunsRequest, LeasedRun, TeamScope } from '../store.js';
-import type { Transaction } from './connection.js';
+import { prepared, type Transaction } from './connection.js';
+import { textArray } from './array-literals.js';
 import { query, transaction, type StoreContext } from './context.js';
 import { appendEvents, releaseHeldRuns } from './writes.js';
 
 export const tokenPattern = /^\d{1,19}$/;
 
+/**
+ * The claim, lease and its events in one statement. `json_to_record` reads `lease_s` and
+ * the payload from one parse of the job's spec (each `->` on a json column parses the whole
+ * document again), and the payload is returned by the UPDATE itself rather than by joining
+ * the job a second time. ORDER BY (lane, ready_at) matches the partial index runs_leasable,
+ * so the claim reads only the rows it takes (plus those skipped because another claimer
+ * holds them).
+ */
+const leaseRunsSql = prepared(
+  `WITH picked AS (
+     SELECT r.run_id, r.job_id, r.status AS from_status FROM runs r
+      WHERE r.pool = $1 AND r.status IN ('ready', 'retry_wait') AND NOT r.held AND r.ready_at <= $2::bigint
+        AND ($3::text IS NULL OR r.team = $3)
+      ORDER BY r.lane, r.ready_at
+      LIMIT $4
+      FOR UPDATE SKIP LOCKED
+   ), leased AS (
+     UPDATE runs r SET status = 'running', attempt = r.attempt + 1, fencing_token = nextval('tickler_tokens'),
+                       lease_ms = COALESCE($5::int, s.lease_s * 1000),
+                       lease_expires_at = $2::bigint + COALESCE($5::int, s.lease_s * 1000),
+                       started_at = $2, worker_id = $6, ready_at = NULL
+       FROM picked p JOIN jobs j ON j.job_id = p.job_id
+            CROSS JOIN LATERAL json_to_record(j.spec) AS s(lease_s int, payload json)
+      WHERE r.run_id = p.run_id
+     RETURNING r.run_id, r.job_id, r.team, r.lane, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
+               r.fencing_token::text AS fencing_token, r.lease_expires_at, p.from_status, s.payload
+   ), events AS (
+     INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
+     SELECT run_id, $2, 'leased', from_status, 'running',
+            json_build_object('attempt', attempt, 'workerId', $6::text)
+       FROM leased
+   )
+   SELECT run_id, job_id, team, attempt, scheduled_at, fire_at, dispatched_at, fencing_token, lease_expires_at, payload
+     FROM leased
+    ORDER BY lane, scheduled_at`, { autocommit: true });
+
 export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest): Promise<LeasedRun[]> {
   if (request.max <= 0) return [];
-  // ORDER BY (lane, ready_at) matches the partial index runs_leasable, so the claim reads
-  // only the rows it takes (plus those skipped because another claimer holds them).
   const result = await query<{
     run_id: string; job_id: string; team: string; attempt: number; scheduled_at: number; fire_at: number;
     dispatched_at: number; fencing_token: string; lease_expires_at: number; payload: unknown;
-  }>(context, 'leaseRuns',
-    `WITH picked AS (
-       SELECT r.run_id, r.job_id, r.status AS from_status FROM runs r
-        WHERE r.pool = $1 AND r.status IN ('ready', 'retry_wait') AND NOT r.held AND r.ready_at <= $2::bigint
-          AND ($3::text IS NULL OR r.team = $3)
-        ORDER BY r.lane, r.ready_at
-        LIMIT $4
-        FOR UPDATE SKIP LOCKED
-     ), leased AS (
-       UPDATE runs r SET status = 'running', attempt = r.attempt + 1, fencing_token = nextval('tickler_tokens'),
-                         lease_ms = COALESCE($5::int, (j.spec->>'lease_s')::int * 1000),
-                         lease_expires_at = $2::bigint + COALESCE($5::int, (j.spec->>'lease_s')::int * 1000),
-                         started_at = $2, worker_id = $6, ready_at = NULL
-         FROM picked p JOIN jobs j ON j.job_id = p.job_id WHERE r.run_id = p.run_id
-       RETURNING r.run_id, r.job_id, r.team, r.lane, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
-                 r.fencing_token::text AS fencing_token, r.lease_expires_at, p.from_status
-     ), events AS (
-       INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
-       SELECT run_id, $2, 'leased', from_status, 'running',
-              json_build_object('attempt', attempt, 'workerId', $6::text)
-         FROM leased
-     )
-     SELECT l.run_id, l.job_id, l.team, l.attempt, l.scheduled_at, l.fire_at, l.dispatched_at, l.fencing_token,
-            l.lease_expires_at, j.spec->'payload' AS payload
-       FROM leased l JOIN jobs j ON j.job_id = l.job_id
-      ORDER BY l.lane, l.scheduled_at`,
+  }>(context, 'leaseRuns', leaseRunsSql,
     [request.pool, request.nowMs, request.team, request.max, request.leaseMs, request.workerId]);
   return result.rows.map((row) => ({
     runId: row.run_id,
@@ -72,28 +82,38 @@ export function classifyMiss(run: { status: RunStatus } | undefined): { kind: 'n
   return run.status === 'cancelled' ? { kind: 'cancelled' } : { kind: 'stale_token' };
 }
 
+/**
+ * Not prepared: it runs alone, with sequential scans allowed, and its generic plan on a
+ * small table walks runs_running (every running run) instead of probing the primary key.
+ */
+const heartbeatSql = `UPDATE runs SET lease_expires_at = $4::bigint + lease_ms
+  WHERE run_id = $1 AND ($2::text IS NULL OR team = $2) AND status = 'running' AND fencing_token = $3::bigint
+  RETURNING lease_expires_at`;
+
+const runStatusSql =
+  'SELECT status, fencing_token::text AS fencing_token FROM runs WHERE run_id = $1 AND ($2::text IS NULL OR team = $2)';
+
 export async function heartbeatRun(context: StoreContext, team: TeamScope, runId: string, fencingToken: string,
   nowMs: number): Promise<HeartbeatOutcome> {
   if (tokenPattern.test(fencingToken)) {
     // No run event per heartbeat: there would be one every lease_s / 3 per running attempt.
-    const extended = await query<{ lease_expires_at: number }>(context, 'heartbeatRun',
-      `UPDATE runs SET lease_expires_at = $4::bigint + lease_ms
-        WHERE run_id = $1 AND ($2::text IS NULL OR team = $2) AND status = 'running' AND fencing_token = $3::bigint
-        RETURNING lease_expires_at`, [runId, team, fencingToken, nowMs]);
+    const extended = await query<{ lease_expires_at: number }>(context, 'heartbeatRun', heartbeatSql,
+      [runId, team, fencingToken, nowMs]);
     const row = extended.rows[0];
     if (row !== undefined) return { kind: 'extended', leaseExpiresAtMs: row.lease_expires_at };
   }
   const current = await query<{ status: RunStatus; fencing_token: string | null }>(context, 'heartbeatRun',
-    `SELECT status, fencing_token::text AS fencing_token FROM runs WHERE run_id = $1 AND ($2::text IS NULL OR team = $2)`,
-    [runId, team]);
+    runStatusSql, [runId, team]);
   return classifyMiss(current.rows[0]);
 }
+
+const lockJobsSql = prepared('SELECT 1 FROM jobs WHERE job_id = ANY($1::text[]) ORDER BY job_id FOR UPDATE');
 
 /** Locks the buffer_one jobs (serialising with dispatch, which may be holding a new run) and releases. */
 export async function releaseHeldOf(tx: Transaction, jobs: readonly { jobId: string; overlap: string }[], nowMs: number): Promise<void> {
   const jobIds = [...new Set(jobs.filter((job) => job.overlap === 'buffer_one').map((job) => job.jobId))].sort();
   if (jobIds.length === 0) return;
-  await tx.query('SELECT 1 FROM jobs WHERE job_id = ANY($1::text[]) ORDER BY job_id FOR UPDATE', [jobIds]);
+  await tx.query(lockJobsSql, [textArray(jobIds)]);
   await releaseHeldRuns(tx, jobIds, nowMs);
 }
 

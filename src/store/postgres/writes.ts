@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { JobSpec, Lane, RunStatus } from '../../domain/types.js';
 import { bucketOf } from '../../domain/identity.js';
 import type { LoadedTimer } from '../store.js';
-import type { Transaction } from './connection.js';
+import { prepared, type Transaction } from './connection.js';
 import { booleanArray, numberArray, textArray } from './array-literals.js';
 import { jsonParam } from './rows.js';
 
@@ -23,12 +23,13 @@ export function newTimerId(): string {
   return randomUUID();
 }
 
+const insertTimersSql = prepared(
+  `INSERT INTO timers (timer_id, job_id, shard, bucket, fire_at, scheduled_at)
+   SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[])`);
+
 export async function insertTimers(transaction: Transaction, timers: readonly NewTimer[]): Promise<void> {
   if (timers.length === 0) return;
-  await transaction.query(
-    `INSERT INTO timers (timer_id, job_id, shard, bucket, fire_at, scheduled_at)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[])`,
-    [
+  await transaction.query(insertTimersSql, [
       textArray(timers.map((timer) => timer.timerId)),
       textArray(timers.map((timer) => timer.jobId)),
       numberArray(timers.map((timer) => timer.shard)),
@@ -38,7 +39,12 @@ export async function insertTimers(transaction: Transaction, timers: readonly Ne
     ]);
 }
 
-/** Deletes timers by (fire_at, timer_id), the key that prunes to one partition. */
+/**
+ * Deletes timers by (fire_at, timer_id), the key that prunes to one partition. Not a
+ * prepared statement: PostgreSQL's generic plan for it is a hash join over a sequential
+ * scan of every partition (EXPLAIN with plan_cache_mode = force_generic_plan), and with it
+ * a 50-timer dispatch cost three times the database CPU.
+ */
 export async function deleteTimers(transaction: Transaction,
   timers: readonly { timerId: string; fireAtMs: number }[]): Promise<void> {
   if (timers.length === 0) return;
@@ -72,17 +78,18 @@ export interface NewRun {
   held: boolean;
 }
 
+const insertRunsSql = prepared(
+  `INSERT INTO runs (run_id, job_id, team, pool, lane, scheduled_at, fire_at, dispatched_at, status, last_error,
+                     ready_at, finished_at, held)
+   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
+                        $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bool[])
+   ON CONFLICT (run_id) DO NOTHING
+   RETURNING run_id`);
+
 /** Inserts runs, leaving existing run ids alone (invariant 1); answers the ids inserted. */
 export async function insertRuns(transaction: Transaction, runs: readonly NewRun[]): Promise<Set<string>> {
   if (runs.length === 0) return new Set();
-  const result = await transaction.query<{ run_id: string }>(
-    `INSERT INTO runs (run_id, job_id, team, pool, lane, scheduled_at, fire_at, dispatched_at, status, last_error,
-                       ready_at, finished_at, held)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
-                          $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bool[])
-     ON CONFLICT (run_id) DO NOTHING
-     RETURNING run_id`,
-    [
+  const result = await transaction.query<{ run_id: string }>(insertRunsSql, [
       textArray(runs.map((run) => run.runId)),
       textArray(runs.map((run) => run.jobId)),
       textArray(runs.map((run) => run.team)),
@@ -109,13 +116,14 @@ export interface NewRunEvent {
   detail?: Record<string, unknown> | null;
 }
 
+const appendEventsSql = prepared(
+  `INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
+   SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::json[])`);
+
 /** Appends run events in array order (invariant 6). */
 export async function appendEvents(transaction: Transaction, events: readonly NewRunEvent[]): Promise<void> {
   if (events.length === 0) return;
-  await transaction.query(
-    `INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
-     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::json[])`,
-    [
+  await transaction.query(appendEventsSql, [
       textArray(events.map((event) => event.runId)),
       numberArray(events.map((event) => event.atMs)),
       textArray(events.map((event) => event.type)),
@@ -125,19 +133,21 @@ export async function appendEvents(transaction: Transaction, events: readonly Ne
     ]);
 }
 
+const releaseHeldRunsSql = prepared(
+  `UPDATE runs r SET held = false, ready_at = $2
+    WHERE r.job_id = ANY($1::text[]) AND r.held AND r.status = 'ready'
+      AND NOT EXISTS (SELECT 1 FROM runs a WHERE a.job_id = r.job_id AND NOT a.held
+                        AND a.status IN ('ready', 'running', 'retry_wait'))
+    RETURNING r.run_id, r.pool`);
+
 /**
  * A `buffer_one` occurrence is held until no other active run of its job is left; this
  * releases it (leasable from `nowMs`) once the earlier run reached a final status.
  */
 export async function releaseHeldRuns(transaction: Transaction, jobIds: readonly string[], nowMs: number): Promise<void> {
   if (jobIds.length === 0) return;
-  const released = await transaction.query<{ run_id: string; pool: string }>(
-    `UPDATE runs r SET held = false, ready_at = $2
-      WHERE r.job_id = ANY($1::text[]) AND r.held AND r.status = 'ready'
-        AND NOT EXISTS (SELECT 1 FROM runs a WHERE a.job_id = r.job_id AND NOT a.held
-                          AND a.status IN ('ready', 'running', 'retry_wait'))
-      RETURNING r.run_id, r.pool`,
-    [[...new Set(jobIds)], nowMs]);
+  const released = await transaction.query<{ run_id: string; pool: string }>(releaseHeldRunsSql,
+    [textArray([...new Set(jobIds)]), nowMs]);
   await appendEvents(transaction, released.rows.map((row) => ({
     runId: row.run_id, atMs: nowMs, type: 'released', fromStatus: 'ready', toStatus: 'ready',
   })));
