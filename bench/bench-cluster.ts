@@ -37,6 +37,7 @@ import type { BenchContext, Benchmark } from './context.js';
 import { LatencyRecorder, latencyFigures, summarise, type LatencySummary } from './latency.js';
 import {
   createInBatches, isoOf, ledgerLagsMs, maxOf, minOf, oneShotAt, plannedLeadMs, pollUntil, readRuns, sleepUntil, wallClock,
+  worstSecondsNote,
   type BatchCreateOutcome,
 } from './load.js';
 import { createFreshDatabase, type FreshDatabase } from './peers/services.js';
@@ -451,24 +452,6 @@ async function runSteadyLoad(context: BenchContext, label: string, sizes: Steady
   notes.push(...await stopCluster(context, label, [...cluster.schedulers, ...cluster.apiNodes]));
   const ledger = ledgerLagsMs(runs);
   return { count, created, runs, ledger, lag: summarise(ledger.lagsMs), firstDueMs, workerLag, handled: handledCount(), notes };
-}
-
-/**
- * The seconds of the load (by fire_at, counted from the first due time) whose dispatches were
- * latest: periodic spikes (lease renewals every few seconds, loader refreshes every 30 s) show
- * as a regular spacing here, a backlog as one long run of late seconds.
- */
-function worstSecondsNote(runs: readonly Run[], firstDueMs: number): string {
-  const maxLagBySecond = new Map<number, number>();
-  for (const run of runs) {
-    if (run.dispatched_at === null) continue;
-    const fireAtMs = Date.parse(run.fire_at);
-    const second = Math.floor((fireAtMs - firstDueMs) / 1_000);
-    maxLagBySecond.set(second, Math.max(maxLagBySecond.get(second) ?? 0, Date.parse(run.dispatched_at) - fireAtMs));
-  }
-  const worst = [...maxLagBySecond.entries()].sort((a, b) => b[1] - a[1]).slice(0, 8).sort((a, b) => a[0] - b[0]);
-  return `latest-dispatched seconds of the load (second after the first due time: max fire lag): ` +
-    worst.map(([second, lagMs]) => `${second} s: ${Math.round(lagMs)} ms`).join(', ');
 }
 
 function ledgerCountFigures(outcome: SteadyOutcome): Figure[] {

@@ -11,7 +11,7 @@
 import type { BenchContext, Benchmark } from './context.js';
 import { latencyFigures, summarise } from './latency.js';
 import {
-  createInBatches, isoOf, ledgerLagsMs, oneShotAt, plannedLeadMs, readRuns, sleepUntil, wallClock, worstLagSeconds,
+  createInBatches, isoOf, ledgerLagsMs, oneShotAt, plannedLeadMs, readRuns, sleepUntil, wallClock, worstSecondsNote,
 } from './load.js';
 import { startManagedServer, stopAndProfile } from './profile.js';
 import type { BenchResult, Figure } from './report.js';
@@ -66,7 +66,7 @@ async function runPrecision(context: BenchContext): Promise<BenchResult> {
   const ledger = ledgerLagsMs(runs);
   const ledgerSummary = summarise(ledger.lagsMs);
   const workerSummary = worker.lagSummary();
-  notes.push(`worst seconds after the first due time: ${worstLagSeconds(runs, firstDueMs).join('; ')}`);
+  notes.push(worstSecondsNote(runs, firstDueMs));
   if (worker.problems.count > 0) notes.push(`worker problems: ${worker.problems.count}, e.g. ${worker.problems.samples.join(' | ')}`);
   if (ledgerSummary.earlyCount > 0 || workerSummary.earlyCount > 0) {
     notes.push(`EARLY: ${ledgerSummary.earlyCount} runs dispatched and ${workerSummary.earlyCount} handled before fire_at`);

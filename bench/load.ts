@@ -106,25 +106,21 @@ export function ledgerLagsMs(runs: Run[]): { lagsMs: number[]; undispatched: num
 }
 
 /**
- * The seconds (by fire time, counted from `firstDueMs`) whose worst fire lag was largest:
- * where in a run the lag piled up, to set beside the server's logs and profile.
+ * The seconds of the load (by fire_at, counted from the first due time) whose dispatches were
+ * latest: periodic spikes (lease renewals every few seconds, loader refreshes every 30 s) show
+ * as a regular spacing here, a backlog as one long run of late seconds.
  */
-export function worstLagSeconds(runs: Run[], firstDueMs: number, count = 5): string[] {
-  const worstBySecond = new Map<number, { lagMs: number; runs: number }>();
+export function worstSecondsNote(runs: readonly Run[], firstDueMs: number): string {
+  const maxLagBySecond = new Map<number, number>();
   for (const run of runs) {
     if (run.dispatched_at === null) continue;
     const fireAtMs = Date.parse(run.fire_at);
     const second = Math.floor((fireAtMs - firstDueMs) / 1_000);
-    const lagMs = Date.parse(run.dispatched_at) - fireAtMs;
-    const entry = worstBySecond.get(second) ?? { lagMs: -Infinity, runs: 0 };
-    entry.lagMs = Math.max(entry.lagMs, lagMs);
-    entry.runs += 1;
-    worstBySecond.set(second, entry);
+    maxLagBySecond.set(second, Math.max(maxLagBySecond.get(second) ?? 0, Date.parse(run.dispatched_at) - fireAtMs));
   }
-  return [...worstBySecond.entries()]
-    .sort((a, b) => b[1].lagMs - a[1].lagMs)
-    .slice(0, count)
-    .map(([second, entry]) => `second ${second}: max lag ${entry.lagMs} ms over ${entry.runs} runs`);
+  const worst = [...maxLagBySecond.entries()].sort((a, b) => b[1] - a[1]).slice(0, 8).sort((a, b) => a[0] - b[0]);
+  return `latest-dispatched seconds of the load (second after the first due time: max fire lag): ` +
+    worst.map(([second, lagMs]) => `${second} s: ${Math.round(lagMs)} ms`).join(', ');
 }
 
 /** Polls `check` every `intervalMs` until it answers true or `timeoutMs` passes; answers whether it did. */
