@@ -23,7 +23,7 @@ import {
 import { scopeOf, teamOf } from './auth.js';
 import { arrayItemTexts } from './json-body.js';
 import { schemaIssueToError } from './http-errors.js';
-import { jobToWire, jobWireJson, runToWire } from './wire.js';
+import { joinedUtf8, jobToWire, jobWireJson, runToWire } from './wire.js';
 import { assertEmptyBody, callerOf, checkId, instantOf, limitOf, pageToWire } from './route-helpers.js';
 import type { CreateItem, CreateResult } from '../service/job-service.js';
 import { previewSchedule } from '../service/schedule-preview.js';
@@ -58,12 +58,15 @@ function registerCreateRoutes(app: App, { jobs }: ApiContext): void {
     config: { doc: { summary: 'create up to 1,000 jobs; each item answers for itself, in order' } },
   }, async (request, reply) => {
     const team = teamOf(callerOf(request), request.query.team);
-    const texts = request.rawBody === null ? null : arrayItemTexts(request.rawBody, 'jobs');
+    // Only a keyed item's text is ever hashed (JobService.create): a batch without keys need
+    // not be cut into item texts.
+    const keyed = request.body.jobs.some((item) => typeof item === 'object' && item !== null && 'key' in item);
+    const texts = !keyed || request.rawBody === null ? null : arrayItemTexts(request.rawBody, 'jobs');
     const results: (CreateResult | null)[] = [];
     const valid: CreateItem[] = [];
     request.body.jobs.forEach((item, index) => {
       if (checkCreateBody.Check(item)) {
-        valid.push({ body: item, rawText: texts?.[index] ?? JSON.stringify(item) });
+        valid.push({ body: item, rawText: texts?.[index] ?? (item.key === undefined ? '' : JSON.stringify(item)) });
         results.push(null);
       } else {
         results.push({ kind: 'error', error: schemaIssueToError(checkCreateBody.Errors(item)) });
@@ -80,7 +83,7 @@ function registerCreateRoutes(app: App, { jobs }: ApiContext): void {
     });
     // As bytes: a string answer is measured (Buffer.byteLength) and then encoded again to be
     // written, twice over half a megabyte for a batch of 1,000.
-    return reply.type(jsonType).send(Buffer.from(`{"results":[${answers.join(',')}]}`));
+    return reply.type(jsonType).send(joinedUtf8('{"results":[', answers, ']}'));
   });
 }
 

@@ -36,7 +36,19 @@ export function bucketOf(fireAtMs: number): number {
  * The random part is not a secret; it only keeps ids unique across nodes.
  */
 export function newJobId(nowMs: number): string {
-  return `j_${Math.floor(nowMs).toString(16).padStart(12, '0')}${randomHex16()}`;
+  return `${timePrefixOf(nowMs)}${randomHex16()}`;
+}
+
+/** The jobs of one batch share their creation time: its prefix is formatted once. */
+let lastPrefixMs = Number.NaN;
+let lastPrefix = '';
+
+function timePrefixOf(nowMs: number): string {
+  if (nowMs !== lastPrefixMs) {
+    lastPrefix = `j_${Math.floor(nowMs).toString(16).padStart(12, '0')}`;
+    lastPrefixMs = nowMs;
+  }
+  return lastPrefix;
 }
 
 /**

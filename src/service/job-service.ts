@@ -22,7 +22,10 @@ export interface JobServiceDeps {
   payloadBytesMax: number;
 }
 
-/** One create: the validated body and its text as given (hashed for key idempotency). */
+/**
+ * One create: the validated body and its text as given, hashed for key idempotency. Only a
+ * keyed body's text is read; callers may leave it empty for a body without `key`.
+ */
 export interface CreateItem {
   body: JobCreateBody;
   rawText: string;

@@ -5,7 +5,7 @@
  * same commit that marks the job (invariant 7 starts here; dispatch finishes it).
  */
 import type Database from 'better-sqlite3';
-import { runIdOf } from '../../domain/identity.js';
+import { bucketOf, runIdOf } from '../../domain/identity.js';
 import { specJsonOf } from '../../domain/spec-json.js';
 import type { JobRecord, RunRecord } from '../../domain/types.js';
 import type {
@@ -25,10 +25,65 @@ export interface WriteEffects {
 /** The highest code point; a key range `[prefix, prefix + it)` holds every key starting with prefix. */
 const codePointMax = String.fromCodePoint(0x10ffff);
 
+const jobColumns = '(job_id, team, key, pool, state, spec, request_hash, shard, version, created_at, updated_at)';
+const jobColumnCount = 11;
+const timerColumns = '(job_id, shard, bucket, fire_at, scheduled_at)';
+const timerColumnCount = 5;
+/**
+ * Rows per multi-row INSERT of a create. One statement per row cost ~1 us a job more in
+ * statement calls than one per 100 rows (raw inserts of 1,000-job batches into this schema,
+ * CPU time: 5.8 -> 4.7 us a job; 10 rows a statement gained little, 200 no more than 100).
+ * 100 rows bind 1,100 parameters, far below SQLite's limit of 32,766.
+ */
+const rowsPerInsert = 100;
+
+function insertSql(table: string, columns: string, columnCount: number, rows: number): string {
+  const row = `(${new Array<string>(columnCount).fill('?').join(', ')})`;
+  return `INSERT INTO ${table} ${columns} VALUES ${new Array<string>(rows).fill(row).join(', ')}`;
+}
+
+/**
+ * Rows gathered for one multi-row INSERT: a full chunk goes through the prepared statement
+ * for `rowsPerInsert` rows, a shorter rest through one prepared for its length (cached: a
+ * batch of n jobs ends in at most one length, and the lengths repeat from batch to batch).
+ */
+class RowInserter {
+  private readonly params: unknown[] = [];
+  private rows = 0;
+  private readonly statements = new Map<number, Database.Statement<unknown[]>>();
+
+  constructor(private readonly db: Database.Database, private readonly table: string, private readonly columns: string,
+    private readonly columnCount: number) {}
+
+  add(...values: unknown[]): void {
+    for (const value of values) this.params.push(value);
+    this.rows++;
+    if (this.rows === rowsPerInsert) this.flush();
+  }
+
+  flush(): void {
+    if (this.rows === 0) return;
+    let statement = this.statements.get(this.rows);
+    if (statement === undefined) {
+      statement = this.db.prepare<unknown[]>(insertSql(this.table, this.columns, this.columnCount, this.rows));
+      this.statements.set(this.rows, statement);
+    }
+    statement.run(this.params);
+    this.discard();
+  }
+
+  discard(): void {
+    this.params.length = 0;
+    this.rows = 0;
+  }
+}
+
 export class JobWrites {
   private readonly selectJob: Database.Statement<[string], JobRow>;
   private readonly selectByKey: Database.Statement<[string, string], JobRow>;
   private readonly insertJob: Database.Statement<JobInsertValues>;
+  private readonly jobRows: RowInserter;
+  private readonly timerRows: RowInserter;
   private readonly updateJob: Database.Statement<[JobColumns]>;
   private readonly selectPrefixJobs: Database.Statement<[string, string, string, number, string], { job_id: string }>;
   private readonly markCancelled: Database.Statement<[number, string]>;
@@ -44,9 +99,9 @@ export class JobWrites {
     this.selectJob = db.prepare(`${jobSelectSql} WHERE j.job_id = ?`);
     this.selectByKey = db.prepare(`${jobSelectSql} WHERE j.team = ? AND j.key = ?`);
     // Positional: binding by name looks every parameter up in an object built per row.
-    this.insertJob = db.prepare(`
-      INSERT INTO jobs (job_id, team, key, pool, state, spec, request_hash, shard, version, created_at, updated_at)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    this.insertJob = db.prepare(insertSql('jobs', jobColumns, jobColumnCount, 1));
+    this.jobRows = new RowInserter(db, 'jobs', jobColumns, jobColumnCount);
+    this.timerRows = new RowInserter(db, 'timers', timerColumns, timerColumnCount);
     this.updateJob = db.prepare(`
       UPDATE jobs SET team = @team, key = @key, pool = @pool, state = @state, spec = @spec,
         request_hash = @request_hash, shard = @shard, version = @version, created_at = @created_at,
@@ -69,30 +124,63 @@ export class JobWrites {
    */
   create(items: readonly CreateJobInput[], nowMs: number): { outcomes: CreateJobOutcome[]; effects: WriteEffects } {
     const near = new NearTimerBatch(nowMs + this.nearHorizonMs, this.wantsNearTimers());
-    const createAll = (): CreateJobOutcome[] => items.map((item) => this.createOne(item, near));
+    // Timers inside the near horizon are announced with their ids, so they are inserted one
+    // by one (a multi-row INSERT tells only the last id); the others wait in `timerRows`.
+    const nearEndMs = this.wantsNearTimers() ? nowMs + this.nearHorizonMs : -Infinity;
+    const createAll = (): CreateJobOutcome[] => {
+      try {
+        const outcomes = items.map((item) => this.createOne(item, near, nearEndMs));
+        this.flushRows();
+        return outcomes;
+      } catch (error) {
+        // Rows of a failed create must not stay behind for the next one.
+        this.jobRows.discard();
+        this.timerRows.discard();
+        throw error;
+      }
+    };
     const outcomes = this.db.inTransaction ? createAll() : this.db.transaction(createAll).immediate();
     return { outcomes, effects: { nearTimers: near.timers, readyPools: [] } };
   }
 
-  private createOne(item: CreateJobInput, near: NearTimerBatch): CreateJobOutcome {
+  private flushRows(): void {
+    this.jobRows.flush();
+    this.timerRows.flush();
+  }
+
+  private createOne(item: CreateJobInput, near: NearTimerBatch, nearEndMs: number): CreateJobOutcome {
     const key = item.job.spec.key;
+    const timer = item.timer;
+    const nextFireAtMs = timer?.fireAtMs ?? null;
+    const nextScheduledAtMs = timer?.scheduledAtMs ?? null;
+    // The record answered mirrors the timer; the service builds it so already, and then it is
+    // answered as it came instead of being copied (a spread per job of a batch of 1,000).
+    const job: JobRecord = item.job.nextFireAtMs === nextFireAtMs && item.job.nextScheduledAtMs === nextScheduledAtMs
+      ? item.job
+      : { ...item.job, nextFireAtMs, nextScheduledAtMs };
     if (key !== null) {
-      const existing = this.selectByKey.get(item.job.team, key);
+      // Rows still gathered are unkeyed and cannot match; they are written first all the same,
+      // so rows keep the order of the batch.
+      this.flushRows();
+      const existing = this.selectByKey.get(job.team, key);
       if (existing !== undefined) {
-        const job = jobFromRow(existing);
-        return existing.request_hash === item.job.requestHash ? { kind: 'existing', job } : { kind: 'key_conflict', job };
+        const found = jobFromRow(existing);
+        return existing.request_hash === job.requestHash ? { kind: 'existing', job: found } : { kind: 'key_conflict', job: found };
       }
+      this.insertJob.run(job.jobId, job.team, key, job.spec.pool, job.state, specJsonOf(job.spec), job.requestHash,
+        job.shard, job.version, job.createdAtMs, job.updatedAtMs);
+    } else {
+      this.jobRows.add(job.jobId, job.team, key, job.spec.pool, job.state, specJsonOf(job.spec), job.requestHash,
+        job.shard, job.version, job.createdAtMs, job.updatedAtMs);
     }
-    const job: JobRecord = {
-      ...item.job,
-      nextFireAtMs: item.timer?.fireAtMs ?? null,
-      nextScheduledAtMs: item.timer?.scheduledAtMs ?? null,
-    };
-    this.insertJob.run(job.jobId, job.team, key, job.spec.pool, job.state, specJsonOf(job.spec), job.requestHash,
-      job.shard, job.version, job.createdAtMs, job.updatedAtMs);
-    if (item.timer !== null) {
-      const timerId = this.timers.insertNew(job.jobId, job.shard, item.timer);
-      near.add(timerId, job.jobId, job.shard, item.timer, job.version, job.spec);
+    if (timer !== null) {
+      if (timer.fireAtMs < nearEndMs) {
+        this.flushRows();
+        const timerId = this.timers.insertNew(job.jobId, job.shard, timer);
+        near.add(timerId, job.jobId, job.shard, timer, job.version, job.spec);
+      } else {
+        this.timerRows.add(job.jobId, job.shard, bucketOf(timer.fireAtMs), timer.fireAtMs, timer.scheduledAtMs);
+      }
     }
     return { kind: 'created', job };
   }
