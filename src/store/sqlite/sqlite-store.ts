@@ -27,6 +27,7 @@ import { JobWrites, type WriteEffects } from './job-writes.js';
 import { Notifier } from './notifications.js';
 import { StoreReads } from './reads.js';
 import { RunTransitions } from './run-transitions.js';
+import { Checkpointer, fallbackAutocheckpointPages } from './checkpointer.js';
 import { migrate } from './schema.js';
 import { ShardLeaseTable } from './shard-leases.js';
 import { RunTable, TimerTable, TokenSequence } from './tables.js';
@@ -42,8 +43,10 @@ export interface SqliteStoreOptions {
   synchronous?: 'FULL' | 'NORMAL';
   /** How long a write waits for another process's transaction before failing as unavailable. */
   busyTimeoutMs?: number;
-  /** Where a throwing notification listener is reported. */
+  /** Where a throwing notification listener (or a failed background checkpoint) is reported. */
   logger?: Logger;
+  /** Least time between two background WAL checkpoints while writing (checkpointer.ts); tests set 0. */
+  checkpointIntervalMs?: number;
 }
 
 const busyTimeoutMsDefault = 5_000;
@@ -75,7 +78,8 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
     // only applies to a new file (before WAL is set), so old files keep theirs.
     db.pragma('page_size = 8192');
     db.pragma('journal_mode = WAL');
-    db.pragma('wal_autocheckpoint = 10000');
+    // Checkpoints run on a thread of their own (checkpointer.ts); this is the safety net.
+    db.pragma(`wal_autocheckpoint = ${fallbackAutocheckpointPages}`);
     // Commits never wait for the disk on the event loop: with FULL durability (the default)
     // the group commit fsyncs the WAL itself, off the loop, before answering (wal-sync.ts).
     db.pragma('synchronous = NORMAL');
@@ -109,6 +113,7 @@ export class SqliteStore implements Store {
   private readonly writes: GroupCommitQueue;
   /** Null when the store was opened with synchronous NORMAL: commits are not synced at all. */
   private readonly walSync: WalSync | null;
+  private readonly checkpointer: Checkpointer;
   private closed = false;
 
   private readonly groupTransaction: Database.Transaction<(body: () => unknown) => unknown>;
@@ -137,7 +142,23 @@ export class SqliteStore implements Store {
     this.shardLeases = new ShardLeaseTable(db, tokens);
     this.runTransitions = new RunTransitions(db, runs, tokens, options.random ?? Math.random);
     this.reads = new StoreReads(db);
-    this.writes = new GroupCommitQueue((operations) => this.commitGroup(operations), groupCommitMax, this.walSync);
+    this.checkpointer = new Checkpointer({
+      path: options.path,
+      setAutocheckpoint: (pages) => db.pragma(`wal_autocheckpoint = ${pages}`),
+      ...(logger === undefined ? {} : { logger }),
+      ...(options.checkpointIntervalMs === undefined ? {} : { intervalMs: options.checkpointIntervalMs }),
+    });
+    this.writes = new GroupCommitQueue((operations) => {
+      const outcomes = this.commitGroup(operations);
+      this.checkpointer.afterCommit();
+      return outcomes;
+    }, groupCommitMax, this.walSync);
+  }
+
+  /** Waits for a background checkpoint in flight; answers what the checkpoint thread has done so far. */
+  async checkpointIdle(): Promise<{ checkpoints: number; framesCheckpointed: number; failures: number }> {
+    await this.checkpointer.whenIdle();
+    return { ...this.checkpointer.stats };
   }
 
   /** Transactions and operations committed so far: operations per transaction shows the coalescing. */
@@ -306,6 +327,7 @@ export class SqliteStore implements Store {
     if (this.closed) return;
     this.closed = true;
     await this.writes.drain();
+    await this.checkpointer.close();
     this.walSync?.close();
     this.db.close();
   }
