@@ -49,7 +49,7 @@ export class TicklerAdapter implements SystemAdapter {
     this.attached = attached;
     this.settings = `tickler serve defaults (${storeKind === 'sqlite' ? 'embedded SQLite' : 'PostgreSQL 15'}); ` +
       `SDK createWorker, concurrency ${workerConcurrency}, prefetch ${workerConcurrency} (as graphile-worker's local ` +
-      'queue), long-poll wait_s 20, over HTTP';
+      'queue), long-poll wait_s 20, over HTTP; W6 jobs with overlap allow and tolerance_s 0';
   }
 
   async start(): Promise<void> {
@@ -137,9 +137,12 @@ export class TicklerAdapter implements SystemAdapter {
 
   async createRecurring(plan: RecurringPlan): Promise<void> {
     // tolerance_s 0: no jitter, so every occurrence is due exactly on its scheduled second or minute.
+    // overlap allow: W6 wants every occurrence started, as the peers (which have no overlap
+    // policy) start them; tickler's default, forbid, would record an occurrence that fires
+    // while the previous run still waits for a worker as skipped_overlap instead.
     const cron = plan.period === 'second' ? '* * * * * *' : '* * * * *';
     const specs: JobCreateRequest[] = Array.from({ length: plan.count }, (_, index) => ({
-      key: `recurring-${index}`, schedule: { cron, tz: 'UTC' }, pool, tolerance_s: 0, payload: { r: index },
+      key: `recurring-${index}`, schedule: { cron, tz: 'UTC' }, pool, tolerance_s: 0, overlap: 'allow', payload: { r: index },
     }));
     for (let first = 0; first < specs.length; first += batchJobsMax) {
       const { results } = await this.requireClient().batchCreateJobs(specs.slice(first, first + batchJobsMax));
