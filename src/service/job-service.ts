@@ -35,6 +35,16 @@ export type CreateResult =
   | { kind: 'created' | 'existing'; job: JobRecord }
   | { kind: 'error'; error: TicklerError };
 
+/** Creates checked and built, not yet written (`JobService.prepareCreates`). */
+export interface PreparedCreates {
+  nowMs: number;
+  /** Per item: its error, or null where its input waits in `inputs`. */
+  results: readonly (CreateResult | null)[];
+  inputs: CreateJobInput[];
+  /** The item index of each input. */
+  inputIndexes: number[];
+}
+
 /** How often a read-compute-write change is recomputed after losing a version race. */
 const changeAttemptsMax = 5;
 
@@ -49,7 +59,12 @@ export class JobService {
    * Creates jobs for `team`. Items that fail their checks answer their own error; the valid
    * ones go to the store in ONE createJobs call (one group commit).
    */
-  async create(team: string, items: readonly CreateItem[]): Promise<CreateResult[]> {
+  create(team: string, items: readonly CreateItem[]): Promise<CreateResult[]> {
+    return this.commitCreates(this.prepareCreates(team, items));
+  }
+
+  /** `create` up to the store: each item checked and its job built, or its error. */
+  prepareCreates(team: string, items: readonly CreateItem[]): PreparedCreates {
     const nowMs = this.deps.clock.nowMs();
     const results: (CreateResult | null)[] = [];
     const inputs: CreateJobInput[] = [];
@@ -64,8 +79,30 @@ export class JobService {
         results.push({ kind: 'error', error });
       }
     }
+    return { nowMs, results, inputs, inputIndexes };
+  }
+
+  /**
+   * What each prepared item answers if the store creates its job as built: true of every
+   * unkeyed item unless the whole write fails; a keyed one may find its key taken. The
+   * batch route builds its answer from this while the store's sync is in flight, and keeps
+   * the part that `commitCreates` confirms (the same result kind and record).
+   */
+  expectedResults(prepared: PreparedCreates): CreateResult[] {
+    const expected = prepared.results.slice();
+    prepared.inputs.forEach((input, position) => {
+      expected[prepared.inputIndexes[position]!] = { kind: 'created', job: input.job };
+    });
+    return expected as CreateResult[];
+  }
+
+  /** The rest of `create`: the prepared jobs to the store, in one call. */
+  async commitCreates(prepared: PreparedCreates): Promise<CreateResult[]> {
+    const { nowMs, inputs, inputIndexes } = prepared;
+    const results = prepared.results.slice();
     if (inputs.length > 0) {
       const outcomes = await this.deps.store.createJobs(inputs, nowMs);
+      let createdCount = 0;
       outcomes.forEach((outcome, position) => {
         const index = inputIndexes[position]!;
         if (outcome.kind === 'key_conflict') {
@@ -75,10 +112,11 @@ export class JobService {
               { field: 'key' }),
           };
         } else {
-          if (outcome.kind === 'created') this.deps.metrics.jobsCreatedTotal.inc();
+          if (outcome.kind === 'created') createdCount++;
           results[index] = outcome;
         }
       });
+      this.deps.metrics.jobsCreatedTotal.inc(createdCount);
     }
     return results.map((result) => {
       if (result === null) throw new Error('createJobs answered fewer outcomes than inputs');
