@@ -78,9 +78,10 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     ? new Scheduler({
       store: zombieHook?.store ?? opened.store, clock, nodeId, timing, metrics, logger,
       forceFirstAcquire: opened.lock?.tookOverFromDeadProcess ?? false,
-      // The embedded store notifies near timers in-process after its own commit: none is lost,
+      // Near timers come announced (in-process after the commit on SQLite, by NOTIFY on
+      // PostgreSQL, which says when announcements may have been lost: onNearTimersMissed),
       // so only every tenth refresh rereads the whole window.
-      fullReloadEveryRefreshes: opened.store.kind === 'sqlite' ? 10 : 1,
+      fullReloadEveryRefreshes: 10,
       dispatchBatchMax: opened.store.kind === 'sqlite' ? sqliteDispatchBatchMax : dispatchBatchMax,
       ...(membership === null ? {} : { planner: clusterPlanner({ membership, membershipTtlMs: timing.shardLeaseTtlMs }) }),
     })

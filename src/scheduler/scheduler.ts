@@ -38,9 +38,9 @@ export interface SchedulerOptions {
   forceFirstAcquire?: boolean;
   /**
    * Every how many refreshes the loader rereads the whole window; the others read only what
-   * the window gained since the last one. 1 where a near-timer notification can be lost (a
-   * PostgreSQL LISTEN connection that reconnects); more where it cannot (the embedded store
-   * notifies in-process, after its own commit).
+   * the window gained since the last one, and near timers written meanwhile come announced.
+   * When the store says announcements may have been lost (`onNearTimersMissed`: a PostgreSQL
+   * LISTEN connection that reconnected), the next reload is a whole one, at once.
    */
   fullReloadEveryRefreshes?: number;
   /** Dispatches per second the node is sized for; `catch_up: all` backlogs get a share of it. */
@@ -70,6 +70,7 @@ export class Scheduler {
   private firing: Promise<void> | null = null;
   private stopped = false;
   private unsubscribeNearTimers: (() => void) | null = null;
+  private unsubscribeMissed: (() => void) | null = null;
   private catchUpNextSlotMs = 0;
   private readonly catchUpSpacingMs: number;
 
@@ -101,6 +102,11 @@ export class Scheduler {
 
   async start(): Promise<void> {
     this.unsubscribeNearTimers = this.options.store.onNearTimers((timers) => this.acceptNearTimers(timers));
+    this.unsubscribeMissed = this.options.store.onNearTimersMissed(() => {
+      this.options.logger.warn('near-timer announcements may have been lost; rereading the whole load window');
+      this.loadedUntilMs = null;
+      this.scheduleReloadSoon();
+    });
     await this.leases.start();
     this.armRefresh();
     this.reconciler.start();
@@ -111,6 +117,7 @@ export class Scheduler {
   async stop(): Promise<void> {
     this.stopped = true;
     this.unsubscribeNearTimers?.();
+    this.unsubscribeMissed?.();
     this.wakeTimer?.cancel();
     this.refreshTimer?.cancel();
     this.reconciler.stop();

@@ -222,6 +222,12 @@ export interface StoreNotifications {
   onRunsReady(listener: (pool: string) => void): () => void;
   /** Timers due within the near horizon were written (create, patch, resume, repair). */
   onNearTimers(listener: (timers: LoadedTimer[]) => void): () => void;
+  /**
+   * Near-timer announcements may have been lost (PostgreSQL: the LISTEN connection was down,
+   * or loading announced timers failed): a loader should reread its whole window. The
+   * embedded store announces in-process after its own commits and never loses one.
+   */
+  onNearTimersMissed(listener: () => void): () => void;
 }
 
 export interface Store extends StoreNotifications {

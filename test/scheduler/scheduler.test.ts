@@ -354,3 +354,46 @@ test('the loader gives the event loop a turn between pages, and its first refres
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('when the store says near-timer announcements may have been lost, the loader rereads its whole window', async () => {
+  let announceMissed: () => void = () => assert.fail('the scheduler did not listen for missed announcements');
+  const queries: { incremental: boolean }[] = [];
+  const h = await harness({
+    wrap: (store) => new Proxy(store, {
+      get(target, property, receiver) {
+        // Every announcement is lost on the way, as while a LISTEN connection is down.
+        if (property === 'onNearTimers') return () => () => undefined;
+        if (property === 'onNearTimersMissed') {
+          return (listener: () => void) => {
+            announceMissed = listener;
+            return () => undefined;
+          };
+        }
+        if (property === 'loadTimers') {
+          return async (query: Parameters<Store['loadTimers']>[0]) => {
+            queries.push({ incremental: query.after !== undefined });
+            return target.loadTimers(query);
+          };
+        }
+        return Reflect.get(target, property, receiver) as unknown;
+      },
+    }),
+  });
+  try {
+    await h.clock.advance(timing.loadRefreshIntervalMs);
+    assert.ok(queries.length > 0 && queries[queries.length - 1]!.incremental, 'refreshes read only what the window gained');
+    const atMs = h.clock.nowMs() + 10_000;
+    const [created] = await h.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), h.clock.nowMs())],
+      h.clock.nowMs());
+    assert.equal(h.scheduler.status().wheelTimers, 0, 'its announcement was lost');
+    const before = queries.length;
+    announceMissed();
+    await h.clock.advance(1_000);
+    const after = queries.slice(before);
+    assert.ok(after.length > 0 && after.every((query) => !query.incremental), 'a whole reread, within a second');
+    await h.clock.advance(9_000);
+    assert.equal((await h.store.getRun(null, runIdOf(created!.job.jobId, atMs)))?.dispatchedAtMs, atMs, 'found, and fired on time');
+  } finally {
+    await h.cleanup();
+  }
+});

@@ -10,8 +10,9 @@
  * pairs, chunked below PostgreSQL's 8000-byte limit; receivers load the timers themselves.
  *
  * The LISTEN connection is dedicated (not pooled) and reconnects with capped backoff. What
- * was notified while it was down is lost; that is tolerable by design: the loader rereads
- * its window every refresh and long-pollers re-check on their own deadline.
+ * was notified while it was down is lost: once it listens again (and whenever loading
+ * announced timers fails) `onNearTimersMissed` tells the loader to reread its whole window,
+ * and long-pollers re-check on their own deadline.
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
@@ -41,6 +42,7 @@ export interface NotifierOptions {
 
 type RunsReadyListener = (pool: string) => void;
 type NearTimersListener = (timers: LoadedTimer[]) => void;
+type MissedListener = () => void;
 
 export class Notifier {
   readonly originId = randomBytes(6).toString('hex');
@@ -48,6 +50,9 @@ export class Notifier {
   readonly nearTimersChannel: string;
   private readonly runsReadyListeners = new Set<RunsReadyListener>();
   private readonly nearTimersListeners = new Set<NearTimersListener>();
+  private readonly missedListeners = new Set<MissedListener>();
+  /** A LISTEN connection was up before: the next one to come up follows a gap. */
+  private listenedBefore = false;
   private client: pg.Client | null = null;
   private closed = false;
   private reconnectAttempts = 0;
@@ -74,6 +79,11 @@ export class Notifier {
   onNearTimers(listener: NearTimersListener): () => void {
     this.nearTimersListeners.add(listener);
     return () => this.nearTimersListeners.delete(listener);
+  }
+
+  onNearTimersMissed(listener: MissedListener): () => void {
+    this.missedListeners.add(listener);
+    return () => this.missedListeners.delete(listener);
   }
 
   /** Connects the LISTEN client; resolves once it listens. */
@@ -139,6 +149,16 @@ export class Notifier {
     }
   }
 
+  private emitMissed(): void {
+    for (const listener of this.missedListeners) {
+      try {
+        listener();
+      } catch (error) {
+        this.options.logger.error({ err: error }, 'postgres: an onNearTimersMissed listener threw');
+      }
+    }
+  }
+
   private async connect(): Promise<void> {
     const client = new pg.Client(connectionConfig(this.options.url, this.options.schema));
     client.on('error', (error) => {
@@ -163,6 +183,8 @@ export class Notifier {
     }
     this.client = client;
     this.reconnectAttempts = 0;
+    if (this.listenedBefore) this.emitMissed();
+    this.listenedBefore = true;
     const waiters = this.listeningWaiters;
     this.listeningWaiters = [];
     for (const resolve of waiters) resolve();
@@ -208,8 +230,9 @@ export class Notifier {
           if (timers.length > 0) this.emitNearTimers(timers);
         },
         (error: unknown) => {
-          // Not fatal: the owner's next loader refresh reads these timers anyway.
+          // Not fatal: the loader rereads its whole window instead.
           this.options.logger.warn({ err: error, count: refs.length }, 'postgres: loading notified near timers failed');
+          this.emitMissed();
         },
       );
     }

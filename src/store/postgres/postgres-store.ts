@@ -96,6 +96,10 @@ export class PostgresStore implements Store {
     return this.notifier.onNearTimers(listener);
   }
 
+  onNearTimersMissed(listener: () => void): () => void {
+    return this.notifier.onNearTimersMissed(listener);
+  }
+
   createJobs(items: CreateJobInput[], nowMs: number): Promise<CreateJobOutcome[]> {
     return this.creates.submit(items.map((input) => ({ input, nowMs })));
   }

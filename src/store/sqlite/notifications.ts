@@ -54,6 +54,11 @@ export class Notifier implements StoreNotifications {
     return this.nearTimers.add(listener);
   }
 
+  /** Never: announcements are in-process, after the commit that wrote the timers. */
+  onNearTimersMissed(_listener: () => void): () => void {
+    return () => undefined;
+  }
+
   emitRunsReady(pools: Iterable<string>): void {
     for (const pool of new Set(pools)) this.runsReady.emit(pool);
   }

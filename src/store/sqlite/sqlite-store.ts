@@ -174,6 +174,10 @@ export class SqliteStore implements Store {
     return this.notifier.onNearTimers(listener);
   }
 
+  onNearTimersMissed(listener: () => void): () => void {
+    return this.notifier.onNearTimersMissed(listener);
+  }
+
   // Jobs ---------------------------------------------------------------------------------
 
   async createJobs(items: CreateJobInput[], nowMs: number): Promise<CreateJobOutcome[]> {
