@@ -4,6 +4,7 @@
  * tickler knows about it.
  */
 import { specJsonOf } from '../domain/spec-json.js';
+import { canonicalInstantMs } from '../service/job-spec.js';
 import type { JobRecord, RunEvent, RunRecord } from '../domain/types.js';
 import type { LeasedRun, RunWithEvents } from '../store/store.js';
 
@@ -46,9 +47,14 @@ export function jobToWire(job: JobRecord): Record<string, unknown> {
  */
 export function jobWireJson(job: JobRecord): string {
   const specMembers = specJsonOf(job.spec).slice(1, -1);
+  const schedule = job.spec.schedule;
+  // A one-shot job's times are usually its `at`, whose text is in normal form already: it is
+  // used as it is where it reads as the same instant, instead of formatting the instant again.
+  const atText = 'at' in schedule ? schedule.at : null;
+  const atMs = atText === null ? null : canonicalInstantMs(atText);
   return `{"job_id":${JSON.stringify(job.jobId)},"team":${JSON.stringify(job.team)}${specMembers === '' ? '' : ','}${specMembers}`
-    + `,"state":${JSON.stringify(job.state)},"next_fire_at":${isoJson(job.nextFireAtMs)}`
-    + `,"next_scheduled_at":${isoJson(job.nextScheduledAtMs)},"created_at":"${iso(job.createdAtMs)}"`
+    + `,"state":${JSON.stringify(job.state)},"next_fire_at":${isoJson(job.nextFireAtMs, atMs, atText)}`
+    + `,"next_scheduled_at":${isoJson(job.nextScheduledAtMs, atMs, atText)},"created_at":"${iso(job.createdAtMs)}"`
     + `,"updated_at":"${iso(job.updatedAtMs)}"}`;
 }
 
@@ -85,8 +91,10 @@ export function joinedUtf8(head: string, items: readonly string[], tail: string)
   return buffer.subarray(0, offset);
 }
 
-function isoJson(instantMs: number | null): string {
-  return instantMs === null ? 'null' : `"${iso(instantMs)}"`;
+/** The instant as a JSON string: `knownText` where it is the text of `knownMs`. */
+function isoJson(instantMs: number | null, knownMs: number | null, knownText: string | null): string {
+  if (instantMs === null) return 'null';
+  return `"${instantMs === knownMs && knownText !== null ? knownText : iso(instantMs)}"`;
 }
 
 export function runToWire(run: RunRecord): Record<string, unknown> {

@@ -4,7 +4,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { joinedUtf8 } from '../../src/api/wire.js';
+import { joinedUtf8, jobToWire, jobWireJson } from '../../src/api/wire.js';
+import type { JobRecord } from '../../src/domain/types.js';
+import { jobInput, jobSpec } from '../fixtures/jobs.js';
 import { canonicalInstantMs, iso, parseInstant } from '../../src/service/job-spec.js';
 import { shardCount } from '../../src/limits.js';
 import type { LoadedTimer } from '../../src/store/store.js';
@@ -57,6 +59,21 @@ void describe('joinedUtf8', () => {
       (head, items, tail) => {
         assert.deepEqual(joinedUtf8(head, items, tail), Buffer.from(head + items.join(',') + tail));
       }), { numRuns: 500 });
+  });
+});
+
+void describe('jobWireJson of a one-shot job', () => {
+  void it('writes its times from its at where they are that instant, and formats them where not', () => {
+    const atMs = Date.UTC(2026, 10, 29, 12, 0, 0, 7);
+    const base = jobInput(jobSpec({ at: iso(atMs) }), atMs - 60_000).job;
+    const variants: JobRecord[] = [
+      base,
+      { ...base, nextFireAtMs: atMs + 500 }, // jitter: the fire time is not the at
+      { ...base, nextFireAtMs: null, nextScheduledAtMs: null, state: 'done' },
+      // An at in another (valid) form is formatted, never copied.
+      { ...base, spec: { ...base.spec, schedule: { at: '2026-11-29T13:00:00.007+01:00' } } },
+    ];
+    for (const job of variants) assert.equal(jobWireJson(job), JSON.stringify(jobToWire(job)));
   });
 });
 
