@@ -15,8 +15,10 @@ import { shardFenceSql } from '../../src/store/postgres/dispatch.js';
 import { openPostgresStore } from '../../src/store/postgres/index.js';
 import { listPartitions, partitionDurationMs } from '../../src/store/postgres/partitions.js';
 import { schemaVersion } from '../../src/store/postgres/schema.js';
-import type { LoadedTimer } from '../../src/store/store.js';
-import { createJob, jobRecord, jobSpec, pendingTimerOf, t0Ms, timerAt } from './conformance-fixtures.js';
+import type { LeasedRun, LoadedTimer } from '../../src/store/store.js';
+import {
+  createJob, firePending, jobRecord, jobSpec, leaseOne, minuteMs, pendingTimerOf, t0Ms, timerAt,
+} from './conformance-fixtures.js';
 import { dropSchema, freshSchemaName, openTestStore, postgresSkipReason, startProxy, testPgUrl } from './postgres-harness.js';
 
 const skip = await postgresSkipReason();
@@ -222,6 +224,43 @@ void describe('postgres store', { skip: skip ?? false }, () => {
     }
   });
 
+  void it('answers each completion of a batch of successes on its own: the first of a pair completes, misses say why', async () => {
+    const handle = await openTestStore();
+    try {
+      const { store } = handle;
+      const leased: LeasedRun[] = [];
+      for (let index = 0; index < 3; index++) {
+        const job = await createJob(store, { spec: { overlap: 'allow' } });
+        await firePending(store, job, t0Ms + minuteMs, { recurring: false });
+        leased.push((await leaseOne(store, t0Ms + minuteMs))!);
+      }
+      const [first, second, third] = leased as [LeasedRun, LeasedRun, LeasedRun];
+      const nowMs = t0Ms + 2 * minuteMs;
+      const complete = (runId: string, fencingToken: string, team: string | null = 'team-a') =>
+        store.completeRun({ team, runId, fencingToken, status: 'succeeded', error: null, result: { ok: runId }, nowMs });
+      // Made in one turn, they share one commit (group commit) and so one statement.
+      const outcomes = await Promise.all([
+        complete(second.runId, second.fencingToken),
+        complete(first.runId, first.fencingToken),
+        complete(first.runId, first.fencingToken),
+        complete(third.runId, 'not-a-token'),
+        complete(third.runId, third.fencingToken, 'team-b'),
+        complete('no-such-run', '1'),
+      ]);
+      assert.deepEqual(outcomes.map((outcome) => outcome.kind),
+        ['completed', 'completed', 'stale_token', 'stale_token', 'not_found', 'not_found']);
+      const run = outcomes[1]!.kind === 'completed' ? outcomes[1]!.run : undefined;
+      assert.equal(run?.status, 'succeeded');
+      assert.deepEqual(run?.result, { ok: first.runId });
+      assert.equal(run?.finishedAtMs, nowMs);
+      const history = await store.getRun('team-a', first.runId);
+      assert.deepEqual(history?.events.map((event) => event.type), ['dispatched', 'leased', 'succeeded']);
+      assert.equal((await store.getRun('team-a', third.runId))?.status, 'running');
+    } finally {
+      await handle.cleanup();
+    }
+  });
+
   void it('refuses text PostgreSQL cannot store (NUL) as invalid input, failing only the call that carried it', async () => {
     const handle = await openTestStore();
     try {
@@ -271,8 +310,12 @@ void describe('postgres store', { skip: skip ?? false }, () => {
         await client.query('BEGIN');
         // psql runs synchronously: this process is "starved" until the server has ended the
         // idle transaction, so its FATAL reply waits unread and answers the next statement.
+        // pg_stat_activity is read once per transaction unless the snapshot is cleared: without
+        // pg_stat_clear_snapshot the loop never saw the backend go when psql was quicker than 50 ms.
         execFileSync('psql', [withDefaultUser(testPgUrl), '-qAtc', `DO $$ BEGIN
-          WHILE EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = ${pid}) LOOP PERFORM pg_sleep(0.01); END LOOP;
+          WHILE EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = ${pid}) LOOP
+            PERFORM pg_sleep(0.01); PERFORM pg_stat_clear_snapshot();
+          END LOOP;
         END $$`]);
         try {
           await client.query('SELECT 1');

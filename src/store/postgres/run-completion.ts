@@ -8,6 +8,10 @@
  * is checked against its run's current token inside that transaction (invariant 4), the
  * outcome is computed here (retry backoff is domain logic, not SQL), and one UPDATE and one
  * event INSERT write them all. A `buffer_one` job's held run is released in the same commit.
+ *
+ * A batch of successes only (the common case) needs none of that reading: one statement
+ * updates each run whose token still holds, fenced in its WHERE (invariant 4), and appends
+ * the events; only the requests it did not match are read back, to say why.
  */
 import { hasAttemptsLeft, retryDelayMs } from '../../domain/retry.js';
 import type { RetrySpec, RunStatus } from '../../domain/types.js';
@@ -16,7 +20,7 @@ import { numberArray, textArray } from './array-literals.js';
 import { prepared, type Transaction } from './connection.js';
 import { jsonParam, runColumns, runFromRow, type RunRow } from './rows.js';
 import { appendEvents, type NewRunEvent } from './writes.js';
-import { releaseHeldOf } from './worker-runs.js';
+import { classifyMiss, releaseHeldOf } from './worker-runs.js';
 
 interface LockedRun {
   run_id: string;
@@ -78,9 +82,75 @@ const writeChangesSql = prepared(
     WHERE r.run_id = c.run_id
     RETURNING ${runColumns}`);
 
+/**
+ * Rows are updated in the order of the arrays, which the caller sorts by run_id, as the
+ * locking read of the general path does (two batches lock their common runs in one order).
+ */
+const completeSucceededSql = prepared(
+  `WITH done AS (
+     UPDATE runs r SET status = 'succeeded', finished_at = c.finished_at, ready_at = NULL, lease_expires_at = NULL,
+                       last_error = NULL, result = c.result
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::json[])
+              AS c(run_id, fencing_token, team, finished_at, result),
+            jobs j CROSS JOIN LATERAL json_to_record(j.spec) AS s(overlap text)
+      WHERE r.run_id = c.run_id AND r.status = 'running' AND r.fencing_token::text = c.fencing_token
+        AND (c.team IS NULL OR r.team = c.team) AND j.job_id = r.job_id
+     RETURNING ${runColumns}, s.overlap
+   ), events AS (
+     INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
+     SELECT run_id, finished_at, 'succeeded', 'running', 'succeeded', NULL FROM done
+   )
+   SELECT * FROM done`);
+
+const missedRunsSql = prepared('SELECT run_id, team, status FROM runs WHERE run_id = ANY($1::text[])');
+
+/** Successes only: one fenced UPDATE with its events; the misses are read back (not locked) to be classified. */
+async function completeSucceededWithin(tx: Transaction, requests: readonly CompleteRequest[]): Promise<CompleteOutcome[]> {
+  // A run named twice is tried once, by its first request; the others find it finished (stale).
+  const firstIndexByRun = new Map<string, number>();
+  requests.forEach((request, index) => {
+    if (!firstIndexByRun.has(request.runId)) firstIndexByRun.set(request.runId, index);
+  });
+  const tried = [...firstIndexByRun.values()].map((index) => requests[index]!)
+    .sort((left, right) => (left.runId < right.runId ? -1 : left.runId > right.runId ? 1 : 0));
+  const done = await tx.query<RunRow & { overlap: string }>(completeSucceededSql, [
+    textArray(tried.map((request) => request.runId)),
+    textArray(tried.map((request) => request.fencingToken)),
+    textArray(tried.map((request) => request.team)),
+    numberArray(tried.map((request) => request.nowMs)),
+    textArray(tried.map((request) => jsonParam(request.result ?? null))),
+  ]);
+  const completed = new Map(done.rows.map((row) => [row.run_id, row]));
+  const isCompleted = (request: CompleteRequest, index: number): boolean =>
+    completed.has(request.runId) && firstIndexByRun.get(request.runId) === index;
+  const missedIds = [...new Set(requests.filter((request, index) => !isCompleted(request, index)).map((request) => request.runId))];
+  const missed = missedIds.length === 0 ? new Map<string, { team: string; status: RunStatus }>()
+    : new Map((await tx.query<{ run_id: string; team: string; status: RunStatus }>(missedRunsSql, [textArray(missedIds)]))
+      .rows.map((row) => [row.run_id, row]));
+  const releaseJobs = requests.filter(isCompleted).map((request) => {
+    const row = completed.get(request.runId)!;
+    return { jobId: row.job_id, overlap: row.overlap, nowMs: request.nowMs };
+  });
+  await releaseHeldOfJobs(tx, releaseJobs);
+  return requests.map((request, index): CompleteOutcome => {
+    if (isCompleted(request, index)) return { kind: 'completed', run: runFromRow(completed.get(request.runId)!) };
+    const run = missed.get(request.runId);
+    if (run === undefined || (request.team !== null && run.team !== request.team)) return { kind: 'not_found' };
+    return classifyMiss(run);
+  });
+}
+
+async function releaseHeldOfJobs(tx: Transaction, jobs: readonly { jobId: string; overlap: string; nowMs: number }[]):
+  Promise<void> {
+  for (const nowMs of new Set(jobs.map((job) => job.nowMs))) {
+    await releaseHeldOf(tx, jobs.filter((job) => job.nowMs === nowMs), nowMs);
+  }
+}
+
 /** One transaction for many completions; answers one outcome per request, in order. */
 export async function completeRunsWithin(tx: Transaction, requests: readonly CompleteRequest[],
   random: () => number): Promise<CompleteOutcome[]> {
+  if (requests.every((request) => request.status === 'succeeded')) return completeSucceededWithin(tx, requests);
   const locked = await tx.query<LockedRun>(lockRunsSql,
     [textArray([...new Set(requests.map((request) => request.runId))])]);
   const runs = new Map(locked.rows.map((row) => [row.run_id, row]));
@@ -102,9 +172,7 @@ export async function completeRunsWithin(tx: Transaction, requests: readonly Com
   });
   const written = await writeChanges(tx, [...changes.values()]);
   await appendEvents(tx, events);
-  for (const nowMs of new Set(releaseJobs.map((job) => job.nowMs))) {
-    await releaseHeldOf(tx, releaseJobs.filter((job) => job.nowMs === nowMs), nowMs);
-  }
+  await releaseHeldOfJobs(tx, releaseJobs);
   return verdicts.map((verdict, index) => (verdict === 'completed'
     ? { kind: 'completed', run: runFromRow(written.get(requests[index]!.runId)!) }
     : verdict));
