@@ -1,0 +1,137 @@
+/**
+ * What one run costs the PostgreSQL store, phase by phase, through the Store API alone (no
+ * HTTP, no scheduler): create N one-shot jobs, dispatch their timers, lease the runs, complete
+ * them. For each phase: wall time, CPU of this process, CPU of the PostgreSQL backends
+ * serving it (from /proc, so PostgreSQL must run on this machine) and WAL bytes, all per run.
+ * Background work (autovacuum, the WAL writer, checkpoints) is not counted.
+ *
+ *   node --import tsx bench/pg-store-cost.ts [--runs 20000] [--lease-max 50]
+ *     [--dispatch-batch 500] [--complete-batch 1000] [--leasers 4] [--store-root DIR]
+ *
+ * `--store-root` loads src/store/postgres from another tree (e.g. a `git archive` of an
+ * older commit) for an A/B on the same machine; run the two alternately, as the load of a
+ * shared machine moves every figure. Cluster benchmarks batch differently: compare batch
+ * sizes, not only totals (docs/benchmarks.md, "Cluster (issue 4)").
+ */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { withDefaultUser } from '../src/store/postgres/connection.js';
+import type { PostgresStore } from '../src/store/postgres/postgres-store.js';
+import type { DispatchItem, LeasedRun } from '../src/store/store.js';
+import { jobRecord, jobSpec, t0Ms, timerAt } from '../test/store/conformance-fixtures.js';
+
+const { values: options } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '20000' },
+    'lease-max': { type: 'string', default: '50' },
+    'dispatch-batch': { type: 'string', default: '500' },
+    'complete-batch': { type: 'string', default: '1000' },
+    leasers: { type: 'string', default: '4' },
+    'store-root': { type: 'string', default: resolve(import.meta.dirname, '..') },
+  },
+});
+const runCount = Number(options.runs);
+const url = withDefaultUser(process.env['TICKLER_TEST_PG'] ?? 'postgres://127.0.0.1:5432/test');
+const applicationName = `pg-store-cost-${process.pid}`;
+// node-postgres names its connections after PGAPPNAME, which is how the backends are found.
+process.env['PGAPPNAME'] = applicationName;
+const schema = `cost_${process.pid}`;
+const storeModule = (await import(resolve(options['store-root'], 'src/store/postgres/index.ts'))) as
+  { openPostgresStore: (options: { url: string; schema: string; useDatabaseClock: boolean; poolSize: number }) => Promise<PostgresStore> };
+const store = await storeModule.openPostgresStore({ url, schema, useDatabaseClock: false, poolSize: 10 });
+const admin = new pg.Client({ connectionString: url, application_name: 'pg-store-cost-admin' });
+await admin.connect();
+
+/** CPU ticks per backend pid, last seen; a backend that exits keeps its last reading. */
+const backendTicks = new Map<number, number>();
+const clockTicksPerS = 100;
+async function sampleBackends(): Promise<void> {
+  const result = await admin.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE application_name = $1',
+    [applicationName]);
+  for (const { pid } of result.rows) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      backendTicks.set(pid, Number(fields[11]) + Number(fields[12]));
+    } catch {
+      // The backend exited between the query and the read; its last reading stands.
+    }
+  }
+}
+const sampler = setInterval(() => void sampleBackends(), 50);
+
+async function phase(name: string, body: () => Promise<void>): Promise<void> {
+  await sampleBackends();
+  const ticksBefore = new Map(backendTicks);
+  const walBefore = (await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows[0]!.lsn;
+  const cpuBefore = process.cpuUsage();
+  const startedMs = performance.now();
+  await body();
+  const wallMs = performance.now() - startedMs;
+  const cpu = process.cpuUsage(cpuBefore);
+  await sampleBackends();
+  let ticks = 0;
+  for (const [pid, value] of backendTicks) ticks += value - (ticksBefore.get(pid) ?? 0);
+  const walBytes = Number((await admin.query<{ bytes: string }>(
+    'SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::text AS bytes', [walBefore])).rows[0]!.bytes);
+  const perRun = (value: number): string => (value / runCount).toFixed(0);
+  console.log(`${name.padEnd(9)} ${(wallMs / 1_000).toFixed(2)} s, ${Math.round((runCount * 1_000) / wallMs)} runs/s; per run: `
+    + `PostgreSQL backends ${perRun((ticks / clockTicksPerS) * 1e6)} us CPU, this process ${perRun(cpu.user + cpu.system)} us CPU, `
+    + `WAL ${perRun(walBytes)} B`);
+}
+
+/** Runs `call` over `items` in slices of `size`, `inFlight` slices at a time. */
+async function inSlices<T>(items: readonly T[], size: number, inFlight: number, call: (slice: T[]) => Promise<unknown>):
+  Promise<void> {
+  const pending: Promise<unknown>[] = [];
+  for (let index = 0; index < items.length; index += size) {
+    pending.push(call(items.slice(index, index + size)));
+    if (pending.length >= inFlight) await pending.shift();
+  }
+  await Promise.all(pending);
+}
+
+try {
+  console.log(`${runCount} runs; lease max ${options['lease-max']} x ${options.leasers} leasers, dispatch batch `
+    + `${options['dispatch-batch']}, completions ${options['complete-batch']} at a time; store from ${options['store-root']}; `
+    + `load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+  const createdAtMs = t0Ms - 60_000;
+  // overlap forbid is the API's default; it makes dispatch read each job's active runs.
+  const jobs = Array.from({ length: runCount }, (_, index) =>
+    jobRecord(jobSpec({ schedule: { at: new Date(t0Ms).toISOString() }, overlap: 'forbid', payload: { index } }), createdAtMs));
+  await phase('create', () => inSlices(jobs, 100, 4,
+    (slice) => store.createJobs(slice.map((job) => ({ job, timer: timerAt(t0Ms) })), createdAtMs)));
+  const shards = [...new Set(jobs.map((job) => job.shard))];
+  const tokens = new Map((await store.acquireShardLeases('cost-node', shards, 3_600_000, t0Ms))
+    .map((lease) => [lease.shard, lease.token]));
+  const timers = await store.loadTimers({ shards, untilMs: t0Ms + 1, limit: runCount + 1 });
+  const items: DispatchItem[] = timers.map((timer) => ({
+    shard: timer.shard, shardToken: tokens.get(timer.shard)!, timerId: timer.timerId, jobId: timer.jobId,
+    occurrences: [{ scheduledAtMs: timer.scheduledAtMs, fireAtMs: timer.fireAtMs, status: 'ready' }], nextTimer: null,
+  }));
+  await phase('dispatch', () => inSlices(items, Number(options['dispatch-batch']), 3, (slice) => store.dispatch(slice, t0Ms + 10)));
+  const leased: LeasedRun[] = [];
+  await phase('lease', async () => {
+    const leaseUntilEmpty = async (worker: number): Promise<void> => {
+      for (;;) {
+        const runs = await store.leaseRuns({ team: 'team-a', pool: 'pool-a', max: Number(options['lease-max']), leaseMs: null,
+          workerId: `worker-${worker}`, nowMs: t0Ms + 20 });
+        if (runs.length === 0) return;
+        leased.push(...runs);
+      }
+    };
+    await Promise.all(Array.from({ length: Number(options.leasers) }, (_, worker) => leaseUntilEmpty(worker)));
+  });
+  await phase('complete', () => inSlices(leased, Number(options['complete-batch']), 1, async (slice) => {
+    const outcomes = await Promise.all(slice.map((run) => store.completeRun({ team: 'team-a', runId: run.runId,
+      fencingToken: run.fencingToken, status: 'succeeded', error: null, result: null, nowMs: t0Ms + 30 })));
+    if (outcomes.some((outcome) => outcome.kind !== 'completed')) throw new Error('a completion was not accepted');
+  }));
+  if (leased.length !== runCount) throw new Error(`leased ${leased.length} of ${runCount} runs`);
+} finally {
+  clearInterval(sampler);
+  await store.close();
+  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await admin.end();
+}
