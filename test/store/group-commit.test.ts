@@ -80,6 +80,27 @@ void describe('sqlite group commit with the sync off the loop', () => {
     assert.deepEqual(queue.stats, { transactions: 2, operations: 3 });
   });
 
+  void it('when a sync lands, commits the next group and starts its sync before answering the first', async () => {
+    const disk = new ManualDisk();
+    const { queue, groups, log } = queueOver(disk);
+    const first = submit(queue, log, 'a');
+    await nextTurn();
+    const second = submit(queue, log, 'b');
+    await nextTurn();
+    let syncsWhenAnswered = -1;
+    let groupsWhenAnswered: string[][] = [];
+    const answered = first.then(() => {
+      syncsWhenAnswered = disk.syncs.length;
+      groupsWhenAnswered = groups.map((group) => [...group]);
+    });
+    disk.syncs[0]!.resolve();
+    await answered;
+    assert.deepEqual(groupsWhenAnswered, [['a'], ['b']], 'b was committed before a was answered');
+    assert.equal(syncsWhenAnswered, 2, 'and its sync had started: the answer overlaps the disk');
+    disk.syncs[1]!.resolve();
+    assert.equal(await second, 'b');
+  });
+
   void it('commits and answers a write that needs no sync while a sync is in flight', async () => {
     const disk = new ManualDisk();
     const { queue, groups, log } = queueOver(disk);

@@ -101,7 +101,8 @@ export class GroupCommitQueue {
    * no accepted write is left behind. Also waits for a sync already in flight.
    */
   async drain(): Promise<void> {
-    if (this.syncInFlight !== null) await this.syncInFlight;
+    // A sync that lands starts the next group's at once: wait until none is in flight.
+    while (this.syncInFlight !== null) await this.syncInFlight;
     while (this.pending.length > 0) this.commitOneGroup();
     const unsynced = this.takeUnsynced();
     if (unsynced.length === 0) return;
@@ -158,17 +159,27 @@ export class GroupCommitQueue {
     group.forEach((operation, index) => this.unsynced.push({ operation, outcome: outcomes[index]! }));
   }
 
+  /**
+   * When the sync lands, the group that gathered meanwhile commits and its sync starts before
+   * this one's callers are answered: answering (their HTTP replies) then overlaps the next
+   * sync instead of sitting between two. Measured with 64 single creates: the clients fell
+   * into two alternating cohorts with ~1.5 ms between syncs.
+   */
   private startSync(): void {
     const durability = this.durability!;
     const covered = this.takeUnsynced();
     if (covered.length === 0) return;
     this.syncInFlight = durability.sync().then(
-      () => settle(covered),
-      (error: unknown) => this.fail(covered, error),
-    ).finally(() => {
-      this.syncInFlight = null;
-      if (this.pending.length > 0 || this.unsynced.length > 0) this.scheduleFlush();
-    });
+      () => {
+        this.syncInFlight = null;
+        this.flush();
+        settle(covered);
+      },
+      (error: unknown) => {
+        this.syncInFlight = null;
+        this.fail(covered, error);
+      },
+    );
   }
 
   /** Answers the committed writes that need no sync; the others stay for the next sync. */
