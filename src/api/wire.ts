@@ -4,7 +4,7 @@
  * tickler knows about it.
  */
 import { specJsonOf } from '../domain/spec-json.js';
-import { canonicalInstantMs } from '../service/job-spec.js';
+import { canonicalInstantMs } from '../domain/instant.js';
 import type { JobRecord, RunEvent, RunRecord } from '../domain/types.js';
 import type { LeasedRun, RunWithEvents } from '../store/store.js';
 

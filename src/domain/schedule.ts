@@ -6,6 +6,7 @@
  */
 import { TicklerError } from '../errors.js';
 import { cronLengthMax, scheduleLookaheadYears } from '../limits.js';
+import { canonicalInstantMs } from './instant.js';
 import type { DstSpec, ScheduleSpec } from './types.js';
 import { dstGapRules, dstRepeatRules } from './types.js';
 import { parseCron, type CronExpression } from './schedule/cron-expression.js';
@@ -76,6 +77,9 @@ const rfc3339Pattern =
 
 /** Strict RFC 3339 ("2026-12-01T09:00:00.000Z", any offset); null when it is not one. */
 export function parseInstant(text: string): number | null {
+  // The form the SDK and most clients send, read without a regular expression.
+  const canonical = canonicalInstantMs(text);
+  if (canonical !== null) return canonical;
   const match = rfc3339Pattern.exec(text);
   if (match === null) return null;
   const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as
