@@ -59,6 +59,8 @@ export interface ShardLeaseManagerOptions {
 }
 
 export class ShardLeaseManager {
+  /** The next cycle is the immediate second look after a contended acquire. */
+  private nextIsContentionRetry = false;
   private readonly held = new Map<number, HeldShard>();
   private timer: TimerHandle | null = null;
   private stopped = false;
@@ -139,6 +141,8 @@ export class ShardLeaseManager {
     const { store, clock, nodeId, timing, planner } = this.options;
     this.cycleStartedAtMs = clock.nowMs();
     this.lookAgainAtMs = null;
+    const isContentionRetry = this.nextIsContentionRetry;
+    this.nextIsContentionRetry = false;
     await this.renew();
     await planner.refresh?.(nodeId, clock.nowMs());
     if (planner.isSatisfied(this.held.size)) return;
@@ -155,6 +159,14 @@ export class ShardLeaseManager {
     if (this.stopped) {
       await store.releaseShardLeases(nodeId, granted);
       return;
+    }
+    // Another node reached for some of the same shards in the same instant (survivors of a
+    // dead node do, at its expiry): look again at once for the rest of the share rather than
+    // a renew interval later. Once: a shard that keeps refusing (a clock the database does
+    // not share) waits for the regular cycle instead of being asked for every 25 ms.
+    if (granted.length < wanted.length && !isContentionRetry) {
+      this.nextIsContentionRetry = true;
+      this.lookAgainAtMs = clock.nowMs();
     }
     const gained: number[] = [];
     for (const lease of granted) {

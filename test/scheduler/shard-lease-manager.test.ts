@@ -76,4 +76,68 @@ void describe('shard lease manager on PostgreSQL', { skip: skip ?? false }, () =
       await handle.cleanup();
     }
   });
+
+  void it('when two survivors reach for the same shards at once, the one refused looks again at once, not a cycle later', async () => {
+    const handle = await openTestStore({ useDatabaseClock: false });
+    const nodes: (Node & { acquires: { wanted: number; granted: number }[] })[] = [];
+    // Node b's acquire first lets node a run, so that both read the lease table before either acquired.
+    let beforeAcquireOfB: () => Promise<void> = async () => undefined;
+    const startNode = async (nodeId: string) => {
+      const clock = new VirtualClock(startMs);
+      const membership = await openPostgresMembership({ url: testPgUrl, schema: handle.schema, useDatabaseClock: false,
+        logger: silentLogger() });
+      const acquires: { wanted: number; granted: number }[] = [];
+      const store = new Proxy(handle.store, {
+        get(target, property, receiver) {
+          if (property !== 'acquireShardLeases') return Reflect.get(target, property, receiver) as unknown;
+          return async (...args: Parameters<typeof target.acquireShardLeases>) => {
+            if (nodeId === 'node-b') await beforeAcquireOfB();
+            const granted = await target.acquireShardLeases(...args);
+            acquires.push({ wanted: args[1].length, granted: granted.length });
+            return granted;
+          };
+        },
+      });
+      const manager = new ShardLeaseManager({
+        store, clock, nodeId, timing, metrics: new Metrics(), logger: silentLogger(),
+        planner: clusterPlanner({ membership, membershipTtlMs: timing.shardLeaseTtlMs }),
+        onGained: () => undefined, onLost: () => undefined,
+      });
+      const node = { clock, manager, membership, acquires };
+      nodes.push(node);
+      return node;
+    };
+    try {
+      const [a, b, victim] = [await startNode('node-a'), await startNode('node-b'), await startNode('node-c')];
+      for (const node of [a, b, victim]) await node.manager.start();
+      for (let step = 0; step < 8; step++) for (const node of [a, b, victim]) await node.clock.advance(1_000);
+      assert.equal(a.manager.ownedShards().length + b.manager.ownedShards().length + victim.manager.ownedShards().length,
+        shardCount, 'every shard owned before the death');
+
+      // The victim dies. Both survivors come to its expiry at the same instant.
+      const expiresAtMs = Math.max(...(await handle.store.listShardLeases())
+        .filter((lease) => lease.nodeId === 'node-c').map((lease) => lease.expiresAtMs));
+      while (a.clock.nowMs() < expiresAtMs - 100) {
+        await a.clock.advance(100);
+        await b.clock.advance(100);
+      }
+      let aRan = false;
+      beforeAcquireOfB = async () => {
+        if (aRan) return;
+        aRan = true;
+        await a.clock.advance(expiresAtMs + 200 - a.clock.nowMs());
+      };
+      const acquiresOfBBefore = b.acquires.length;
+      await b.clock.advance(expiresAtMs + 200 - b.clock.nowMs());
+      const contended = b.acquires.slice(acquiresOfBBefore);
+      assert.ok(contended.length >= 1 && contended[0]!.granted < contended[0]!.wanted,
+        `node a took some of the shards node b reached for: ${JSON.stringify(contended)}`);
+      await b.clock.advance(100);
+      assert.equal(a.manager.ownedShards().length + b.manager.ownedShards().length, shardCount,
+        'the survivors own every shard within 100 ms; the regular cycle would come 3 s later');
+    } finally {
+      for (const node of nodes) await node.membership.close();
+      await handle.cleanup();
+    }
+  });
 });
