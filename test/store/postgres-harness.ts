@@ -77,6 +77,14 @@ export async function openTestStore(options: Partial<PostgresStoreOptions> = {})
   };
 }
 
+/** A store on a fresh schema that reaches PostgreSQL through a proxy the test can stop and restart. */
+export async function openTestStoreBehindProxy(): Promise<{ handle: PostgresHandle; proxy: Awaited<ReturnType<typeof startProxy>> }> {
+  const proxy = await startProxy(new URL(testPgUrl));
+  const url = new URL(testPgUrl);
+  url.port = String(proxy.port);
+  return { handle: await openTestStore({ url: url.toString() }), proxy };
+}
+
 /** A TCP proxy to PostgreSQL that can drop every connection and refuse new ones, then come back. */
 export async function startProxy(target: URL): Promise<{ port: number; stop(): Promise<void>; restart(): Promise<void> }> {
   const sockets = new Set<net.Socket>();

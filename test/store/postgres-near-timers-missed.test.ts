@@ -3,16 +3,13 @@
 // rereads its whole window rather than trust its incremental refreshes (scheduler.ts).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { postgresSkipReason, openTestStore, startProxy, testPgUrl } from './postgres-harness.js';
+import { openTestStoreBehindProxy, postgresSkipReason } from './postgres-harness.js';
 
 const skip = await postgresSkipReason();
 
 void describe('PostgreSQL near-timer announcements', { skip: skip ?? false }, () => {
   void it('says they may have been lost once the LISTEN connection is back, and not before', async () => {
-    const proxy = await startProxy(new URL(testPgUrl));
-    const url = new URL(testPgUrl);
-    url.port = String(proxy.port);
-    const handle = await openTestStore({ url: url.toString() });
+    const { handle, proxy } = await openTestStoreBehindProxy();
     try {
       const { store } = handle;
       await store.waitUntilListening();

@@ -19,7 +19,7 @@ import type { LeasedRun, LoadedTimer } from '../../src/store/store.js';
 import {
   createJob, firePending, jobRecord, jobSpec, leaseOne, minuteMs, pendingTimerOf, t0Ms, timerAt,
 } from './conformance-fixtures.js';
-import { dropSchema, freshSchemaName, openTestStore, postgresSkipReason, startProxy, testPgUrl } from './postgres-harness.js';
+import { dropSchema, freshSchemaName, openTestStore, openTestStoreBehindProxy, postgresSkipReason, testPgUrl } from './postgres-harness.js';
 
 const skip = await postgresSkipReason();
 
@@ -360,10 +360,7 @@ void describe('postgres store', { skip: skip ?? false }, () => {
   });
 
   void it('answers unavailable during an outage, then carries on, listening again, once the server is back', async () => {
-    const proxy = await startProxy(new URL(testPgUrl));
-    const url = new URL(testPgUrl);
-    url.port = String(proxy.port);
-    const handle = await openTestStore({ url: url.toString() });
+    const { handle, proxy } = await openTestStoreBehindProxy();
     try {
       const { store } = handle;
       const peer = await openPostgresStore({ url: testPgUrl, schema: handle.schema, useDatabaseClock: false });
