@@ -106,8 +106,8 @@ class PullWorker implements Worker {
   private readonly inFlight = new Map<string, { attempt: RunAttempt; done: Promise<void> }>();
   /** Handlers running now: the slots in use. */
   private runningCount = 0;
-  /** Leased runs waiting for a slot (prefetched), oldest first. */
-  private readonly waiting: { attempt: RunAttempt; start: () => void }[] = [];
+  /** Starters of leased runs waiting for a slot (prefetched), oldest first. */
+  private readonly waiting: (() => void)[] = [];
   private readonly prefetch: number;
   private readonly completions: CompletionBatcher;
   private readonly heartbeats: HeartbeatBatcher;
@@ -284,7 +284,7 @@ class PullWorker implements Worker {
       this.wakeLoop();
     });
     this.inFlight.set(key, { attempt, done });
-    this.waiting.push({ attempt, start });
+    this.waiting.push(start);
     this.startWaiting();
   }
 
@@ -292,7 +292,7 @@ class PullWorker implements Worker {
   private startWaiting(): void {
     while (this.runningCount < this.options.concurrency && this.waiting.length > 0) {
       this.runningCount++;
-      this.waiting.shift()!.start();
+      this.waiting.shift()!();
     }
   }
 
