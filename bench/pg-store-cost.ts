@@ -19,8 +19,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { withDefaultUser } from '../src/store/postgres/connection.js';
 import type { PostgresStore } from '../src/store/postgres/postgres-store.js';
-import type { DispatchItem, LeasedRun } from '../src/store/store.js';
-import { jobRecord, jobSpec, t0Ms, timerAt } from '../test/store/conformance-fixtures.js';
+import { runStoreCostPhases } from './store-cost-phases.js';
 
 const { values: options } = parseArgs({
   options: {
@@ -81,54 +80,15 @@ async function phase(name: string, body: () => Promise<void>): Promise<void> {
     + `WAL ${perRun(walBytes)} B`);
 }
 
-/** Runs `call` over `items` in slices of `size`, `inFlight` slices at a time. */
-async function inSlices<T>(items: readonly T[], size: number, inFlight: number, call: (slice: T[]) => Promise<unknown>):
-  Promise<void> {
-  const pending: Promise<unknown>[] = [];
-  for (let index = 0; index < items.length; index += size) {
-    pending.push(call(items.slice(index, index + size)));
-    if (pending.length >= inFlight) await pending.shift();
-  }
-  await Promise.all(pending);
-}
-
 try {
   console.log(`${runCount} runs; lease max ${options['lease-max']} x ${options.leasers} leasers, dispatch batch `
     + `${options['dispatch-batch']}, completions ${options['complete-batch']} at a time; store from ${options['store-root']}; `
     + `load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
-  const createdAtMs = t0Ms - 60_000;
-  // overlap forbid is the API's default; it makes dispatch read each job's active runs.
-  const jobs = Array.from({ length: runCount }, (_, index) =>
-    jobRecord(jobSpec({ schedule: { at: new Date(t0Ms).toISOString() }, overlap: 'forbid', payload: { index } }), createdAtMs));
-  await phase('create', () => inSlices(jobs, 100, 4,
-    (slice) => store.createJobs(slice.map((job) => ({ job, timer: timerAt(t0Ms) })), createdAtMs)));
-  const shards = [...new Set(jobs.map((job) => job.shard))];
-  const tokens = new Map((await store.acquireShardLeases('cost-node', shards, 3_600_000, t0Ms))
-    .map((lease) => [lease.shard, lease.token]));
-  const timers = await store.loadTimers({ shards, untilMs: t0Ms + 1, limit: runCount + 1 });
-  const items: DispatchItem[] = timers.map((timer) => ({
-    shard: timer.shard, shardToken: tokens.get(timer.shard)!, timerId: timer.timerId, jobId: timer.jobId,
-    occurrences: [{ scheduledAtMs: timer.scheduledAtMs, fireAtMs: timer.fireAtMs, status: 'ready' }], nextTimer: null,
-  }));
-  await phase('dispatch', () => inSlices(items, Number(options['dispatch-batch']), 3, (slice) => store.dispatch(slice, t0Ms + 10)));
-  const leased: LeasedRun[] = [];
-  await phase('lease', async () => {
-    const leaseUntilEmpty = async (worker: number): Promise<void> => {
-      for (;;) {
-        const runs = await store.leaseRuns({ team: 'team-a', pool: 'pool-a', max: Number(options['lease-max']), leaseMs: null,
-          workerId: `worker-${worker}`, nowMs: t0Ms + 20 });
-        if (runs.length === 0) return;
-        leased.push(...runs);
-      }
-    };
-    await Promise.all(Array.from({ length: Number(options.leasers) }, (_, worker) => leaseUntilEmpty(worker)));
-  });
-  await phase('complete', () => inSlices(leased, Number(options['complete-batch']), 1, async (slice) => {
-    const outcomes = await Promise.all(slice.map((run) => store.completeRun({ team: 'team-a', runId: run.runId,
-      fencingToken: run.fencingToken, status: 'succeeded', error: null, result: null, nowMs: t0Ms + 30 })));
-    if (outcomes.some((outcome) => outcome.kind !== 'completed')) throw new Error('a completion was not accepted');
-  }));
-  if (leased.length !== runCount) throw new Error(`leased ${leased.length} of ${runCount} runs`);
+  await runStoreCostPhases(store, {
+    runs: runCount, createBatch: 100, createInFlight: 4, dispatchBatch: Number(options['dispatch-batch']),
+    leaseMax: Number(options['lease-max']), leasers: Number(options.leasers),
+    completeBatch: Number(options['complete-batch']), completeInFlight: 1,
+  }, phase);
 } finally {
   clearInterval(sampler);
   await store.close();

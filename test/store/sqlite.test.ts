@@ -37,9 +37,28 @@ async function openSqliteHandle(): Promise<StoreHandle> {
     cleanup: async () => {
       for (const peer of peers) await peer.close();
       await store.close();
+      assertActiveRunsIndexed(path);
       await removeDirectory();
     },
   };
+}
+
+/**
+ * runs_active_by_job (schema v3) holds the runs whose finished_at is NULL, and the overlap
+ * policies read it as "the job's active runs": that holds only while finished_at is NULL
+ * exactly for ready, running and retry_wait runs. Checked after every conformance test,
+ * which between them take runs through every transition.
+ */
+function assertActiveRunsIndexed(path: string): void {
+  const raw = new Database(path, { readonly: true });
+  try {
+    const mismatched = raw.prepare(`
+      SELECT run_id, status, finished_at FROM runs
+      WHERE (finished_at IS NULL) != (status IN ('ready', 'running', 'retry_wait'))`).all();
+    assert.deepEqual(mismatched, [], 'finished_at is NULL exactly while a run is active');
+  } finally {
+    raw.close();
+  }
 }
 
 runStoreConformance('sqlite', openSqliteHandle);

@@ -23,6 +23,7 @@ import type { DispatchItem, DispatchResult, OccurrenceWrite } from '../store.js'
 import type { WriteEffects } from './job-writes.js';
 import { parseDecimalId } from './rows.js';
 import type { NewRun, RunTable, TimerTable } from './tables.js';
+import { atomically } from './atomically.js';
 
 type DispatchedRun = { runId: string; status: RunStatus; inserted: boolean };
 
@@ -81,10 +82,12 @@ export class Dispatcher {
     this.selectJob = db.prepare(`
       SELECT state, team, pool, json_extract(spec, '$.lane', '$.overlap') AS lane_overlap FROM jobs WHERE job_id = ?`);
     this.selectRunStatus = db.prepare<[string], string>('SELECT status FROM runs WHERE run_id = ?').pluck();
-    // The status list is runs_active_by_job's, so that partial index serves each job id.
+    // finished_at IS NULL is runs_active_by_job's condition, so that partial index serves each
+    // job id; the status list says the same and guards it.
     this.selectActiveRuns = db.prepare(`
       SELECT job_id, run_id, status, held FROM runs
-      WHERE job_id IN (SELECT value FROM json_each(?)) AND status IN ('ready', 'running', 'retry_wait')`);
+      WHERE job_id IN (SELECT value FROM json_each(?)) AND finished_at IS NULL
+        AND status IN ('ready', 'running', 'retry_wait')`);
     this.cancelRun = db.prepare(`
       UPDATE runs SET status = 'cancelled', finished_at = ?, held = 0, ready_at = NULL, lease_expires_at = NULL
       WHERE run_id = ?`);
@@ -96,11 +99,11 @@ export class Dispatcher {
     const batch: BatchState = {
       nowMs, readyPools: [], highestTokens: new Map(), activeRuns: new Map(), dispatchedDetails: new Map(),
     };
-    const apply = this.db.transaction(() => {
+    const apply = () => {
       this.readActiveRuns(items, batch.activeRuns);
       return items.map((item) => this.dispatchOne(item, batch));
-    });
-    const results = apply.immediate();
+    };
+    const results = atomically(this.db, apply);
     // The next timers are not announced as near timers: the dispatching node wheels them
     // itself from `nextTimerId`, and an echo would only put them in its wheel twice.
     return { results, effects: { nearTimers: [], readyPools: batch.readyPools } };

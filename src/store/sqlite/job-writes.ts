@@ -13,6 +13,7 @@ import type {
 } from '../store.js';
 import { jobFromRow, jobSelectSql, jobToParams, runFromRow, type JobColumns, type JobRow } from './rows.js';
 import { NearTimerBatch, type RunTable, type TimerTable } from './tables.js';
+import { atomically } from './atomically.js';
 
 type JobInsertValues = [jobId: string, team: string, key: string | null, pool: string, state: string, spec: string,
   requestHash: string, shard: number, version: number, createdAtMs: number, updatedAtMs: number];
@@ -139,7 +140,7 @@ export class JobWrites {
         throw error;
       }
     };
-    const outcomes = this.db.inTransaction ? createAll() : this.db.transaction(createAll).immediate();
+    const outcomes = atomically(this.db, createAll);
     return { outcomes, effects: { nearTimers: near.timers, readyPools: [] } };
   }
 
@@ -192,7 +193,7 @@ export class JobWrites {
 
   change(change: JobChange): { outcome: JobChangeOutcome; effects: WriteEffects } {
     const near = new NearTimerBatch(change.nowMs + this.nearHorizonMs, this.wantsNearTimers());
-    const apply = this.db.transaction((): JobChangeOutcome => {
+    const apply = (): JobChangeOutcome => {
       const row = this.getVisible(change.team, change.jobId);
       if (row === undefined) return { kind: 'not_found' };
       const current = jobFromRow(row);
@@ -210,8 +211,8 @@ export class JobWrites {
       }
       this.updateJob.run(jobToParams(job));
       return { kind: 'changed', job };
-    });
-    const outcome = apply.immediate();
+    };
+    const outcome = atomically(this.db, apply);
     return { outcome, effects: { nearTimers: near.timers, readyPools: [] } };
   }
 
@@ -230,7 +231,7 @@ export class JobWrites {
   }
 
   cancel(team: TeamScope, jobId: string, nowMs: number): JobRecord | null {
-    const apply = this.db.transaction((): JobRecord | null => {
+    const apply = (): JobRecord | null => {
       const row = this.getVisible(team, jobId);
       if (row === undefined) return null;
       if (row.state !== 'cancelled') {
@@ -238,20 +239,20 @@ export class JobWrites {
         this.markCancelled.run(nowMs, jobId);
       }
       return jobFromRow(this.selectJob.get(jobId)!);
-    });
-    return apply.immediate();
+    };
+    return atomically(this.db, apply);
   }
 
   cancelByKeyPrefix(team: string, prefix: string, nowMs: number): number {
-    const apply = this.db.transaction((): number => {
+    const apply = (): number => {
       const jobs = this.selectPrefixJobs.all(team, prefix, prefix + codePointMax, [...prefix].length, prefix);
       for (const { job_id: jobId } of jobs) {
         this.timers.delete(jobId);
         this.markCancelled.run(nowMs, jobId);
       }
       return jobs.length;
-    });
-    return apply.immediate();
+    };
+    return atomically(this.db, apply);
   }
 
   /**
@@ -260,7 +261,7 @@ export class JobWrites {
    * triggered (invariant 7): answers null as for an unknown job.
    */
   trigger(team: TeamScope, jobId: string, nowMs: number): { run: RunRecord | null; effects: WriteEffects } {
-    const apply = this.db.transaction((): RunRecord | null => {
+    const apply = (): RunRecord | null => {
       const row = this.getVisible(team, jobId);
       if (row === undefined || row.state === 'cancelled') return null;
       const job = jobFromRow(row);
@@ -272,15 +273,15 @@ export class JobWrites {
       });
       if (inserted) this.runs.event(runId, nowMs, 'triggered', null, 'ready', null);
       return runFromRow(this.runs.get(runId)!);
-    });
-    const run = apply.immediate();
+    };
+    const run = atomically(this.db, apply);
     return { run, effects: { nearTimers: [], readyPools: run === null ? [] : [run.pool] } };
   }
 
   repairTimer(jobId: string, expectedVersion: number, timer: TimerWrite, nowMs: number):
     { repaired: boolean; effects: WriteEffects } {
     const near = new NearTimerBatch(nowMs + this.nearHorizonMs, this.wantsNearTimers());
-    const apply = this.db.transaction((): boolean => {
+    const apply = (): boolean => {
       const row = this.selectJob.get(jobId);
       if (row === undefined || row.state !== 'active' || row.version !== expectedVersion) return false;
       if (this.selectHasTimer.get(jobId) !== undefined) return false;
@@ -289,8 +290,8 @@ export class JobWrites {
       job.updatedAtMs = nowMs;
       this.updateJob.run(jobToParams(job));
       return true;
-    });
-    const repaired = apply.immediate();
+    };
+    const repaired = atomically(this.db, apply);
     return { repaired, effects: { nearTimers: near.timers, readyPools: [] } };
   }
 }

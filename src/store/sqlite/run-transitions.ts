@@ -20,6 +20,7 @@ import type {
 } from '../store.js';
 import { parseDecimalId, runFromRow, type RunRow } from './rows.js';
 import type { RunTable, TokenSequence } from './tables.js';
+import { atomically } from './atomically.js';
 
 interface LeasableRow {
   run_id: string;
@@ -84,7 +85,7 @@ export class RunTransitions {
 
   lease(request: LeaseRunsRequest): LeasedRun[] {
     assert.ok(request.max >= 1, 'lease at least one run');
-    const apply = this.db.transaction((): LeasedRun[] => {
+    const apply = (): LeasedRun[] => {
       const leased: LeasedRun[] = [];
       for (const lane of laneOrder) {
         const remaining = request.max - leased.length;
@@ -95,8 +96,8 @@ export class RunTransitions {
         for (const row of rows) leased.push(this.leaseOne(row, token++, request));
       }
       return leased;
-    });
-    return apply.immediate();
+    };
+    return atomically(this.db, apply);
   }
 
   private leaseOne(row: LeasableRow, token: number, request: LeaseRunsRequest): LeasedRun {
@@ -135,7 +136,7 @@ export class RunTransitions {
    */
   complete(request: CompleteRequest): { outcome: CompleteOutcome; readyPools: string[] } {
     const readyPools: string[] = [];
-    const apply = this.db.transaction((): CompleteOutcome => {
+    const apply = (): CompleteOutcome => {
       const row = this.runs.get(request.runId);
       if (row === undefined || (request.team !== null && row.team !== request.team)) return { kind: 'not_found' };
       if (row.status === 'cancelled') return { kind: 'cancelled' };
@@ -156,8 +157,8 @@ export class RunTransitions {
         if (pool !== null) readyPools.push(pool);
       }
       return { kind: 'completed', run: runFromRow({ ...row, ...change, lease_expires_at: null }) };
-    });
-    return { outcome: apply.immediate(), readyPools };
+    };
+    return { outcome: atomically(this.db, apply), readyPools };
   }
 
   /** A failed attempt waits for a retry while the job's policy has attempts left; otherwise it is dead. */
@@ -175,7 +176,7 @@ export class RunTransitions {
 
   expire(nowMs: number, limit: number): { expired: ExpiredLease[]; readyPools: string[] } {
     const readyPools: string[] = [];
-    const apply = this.db.transaction((): ExpiredLease[] => this.selectExpired.all(nowMs, limit).map((row) => {
+    const apply = (): ExpiredLease[] => this.selectExpired.all(nowMs, limit).map((row) => {
       const spec = JSON.parse(row.spec) as JobSpec;
       let toStatus: ExpiredLease['toStatus'];
       if (spec.idempotency === 'unsafe') toStatus = 'abandoned';
@@ -194,19 +195,19 @@ export class RunTransitions {
         readyPools.push(row.pool);
       }
       return { runId: row.run_id, pool: row.pool, toStatus };
-    }));
-    return { expired: apply.immediate(), readyPools };
+    });
+    return { expired: atomically(this.db, apply), readyPools };
   }
 
   replay(team: TeamScope, runId: string, nowMs: number): ReplayOutcome {
-    const apply = this.db.transaction((): ReplayOutcome => {
+    const apply = (): ReplayOutcome => {
       const row = this.runs.get(runId);
       if (row === undefined || (team !== null && row.team !== team)) return { kind: 'not_found' };
       if (row.status !== 'dead') return { kind: 'invalid_state', run: runFromRow(row) };
       this.markReplayed.run(nowMs, runId);
       this.runs.event(runId, nowMs, 'replayed', 'dead', 'ready', { attempt: row.attempt });
       return { kind: 'replayed', run: runFromRow(this.runs.get(runId)!) };
-    });
-    return apply.immediate();
+    };
+    return atomically(this.db, apply);
   }
 }

@@ -193,6 +193,16 @@ const migrations: readonly string[] = [
   CREATE INDEX jobs_team_created ON jobs (team, created_at);
   CREATE INDEX jobs_created ON jobs (created_at);
   `,
+  `
+  -- v3: the index of a job's active runs keys on finished_at, which is NULL exactly while a
+  -- run is ready, running or waiting for a retry (every move to a final status sets it, and
+  -- only a replay clears it). A lease (ready -> running) writes status but not finished_at,
+  -- so it no longer deletes and reinserts the run's entry: the key is the job id, a hash, so
+  -- that entry sat on a random page, and each lease of a batch dirtied a page of its own
+  -- (measured: 7 KiB of WAL and 8 us per leased run, about half of a lease's cost).
+  DROP INDEX runs_active_by_job;
+  CREATE INDEX runs_active_by_job ON runs (job_id) WHERE finished_at IS NULL;
+  `,
 ];
 
 export const schemaVersion = migrations.length;

@@ -7,6 +7,7 @@ import type Database from 'better-sqlite3';
 import type { ShardLease } from '../store.js';
 import { parseDecimalId, shardLeaseFromRow, type ShardLeaseRow } from './rows.js';
 import type { TokenSequence } from './tables.js';
+import { atomically } from './atomically.js';
 
 export class ShardLeaseTable {
   private readonly selectLease: Database.Statement<[number], ShardLeaseRow>;
@@ -31,7 +32,7 @@ export class ShardLeaseTable {
   }
 
   acquire(nodeId: string, shards: readonly number[], ttlMs: number, nowMs: number, force: boolean): ShardLease[] {
-    const apply = this.db.transaction((): ShardLease[] => {
+    const apply = (): ShardLease[] => {
       const granted: ShardLease[] = [];
       for (const shard of new Set(shards)) {
         const current = this.selectLease.get(shard);
@@ -42,13 +43,13 @@ export class ShardLeaseTable {
         granted.push({ shard, nodeId, token: String(token), expiresAtMs: nowMs + ttlMs });
       }
       return granted;
-    });
-    return apply.immediate();
+    };
+    return atomically(this.db, apply);
   }
 
   renew(nodeId: string, leases: readonly ShardLease[], ttlMs: number, nowMs: number): ShardLease[] {
     const held = new Map(leases.map((lease) => [lease.shard, lease.token]));
-    const apply = this.db.transaction((): ShardLease[] => {
+    const apply = (): ShardLease[] => {
       const renewed: ShardLease[] = [];
       // Rows still under this node's id; a row whose token is not the one the caller holds was
       // re-granted to this node since, and is not reported as renewed for the old token.
@@ -59,18 +60,18 @@ export class ShardLeaseTable {
         }
       }
       return renewed;
-    });
-    return apply.immediate();
+    };
+    return atomically(this.db, apply);
   }
 
   release(nodeId: string, leases: readonly ShardLease[]): void {
-    const apply = this.db.transaction(() => {
+    const apply = () => {
       for (const lease of leases) {
         const token = parseDecimalId(lease.token);
         if (token !== null) this.expireLease.run(lease.shard, nodeId, token);
       }
-    });
-    apply.immediate();
+    };
+    atomically(this.db, apply);
   }
 
   /** Leases not released (some may have expired by now: the caller judges with its clock). */

@@ -105,9 +105,10 @@ export class RunTable {
       ON CONFLICT (run_id) DO NOTHING`);
     this.selectById = db.prepare('SELECT * FROM runs WHERE run_id = ?');
     this.selectActiveByJob = db.prepare(`
-      SELECT run_id, status, held FROM runs WHERE job_id = ? AND status IN ('ready', 'running', 'retry_wait')`);
+      SELECT run_id, status, held FROM runs
+      WHERE job_id = ? AND finished_at IS NULL AND status IN ('ready', 'running', 'retry_wait')`);
     this.selectHeld = db.prepare(`
-      SELECT * FROM runs WHERE job_id = ? AND status IN ('ready', 'running', 'retry_wait') AND held = 1`);
+      SELECT * FROM runs WHERE job_id = ? AND finished_at IS NULL AND status IN ('ready', 'running', 'retry_wait') AND held = 1`);
     this.release = db.prepare('UPDATE runs SET held = 0, ready_at = ? WHERE run_id = ?');
     this.appendEvent = db.prepare(
       'INSERT INTO run_events (run_seq, at, type, from_status, to_status, detail) VALUES (?, ?, ?, ?, ?, ?)');
