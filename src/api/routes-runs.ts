@@ -126,7 +126,7 @@ function registerWorkerRoutes(app: App, { runs, waiters }: ApiContext): void {
 
 /** One item of a batch answer: its own status, and the value or the error document. */
 type ItemAnswer<K extends string> = { status: number; error: ReturnType<TicklerError['toBody']>['error'] }
-  | ({ status: 200 } & Record<K, unknown>);
+  | ({ status: 200 } & Partial<Record<K, unknown>>);
 
 /**
  * The batch forms of heartbeat and complete (an extension of API.md, documented in
@@ -147,7 +147,10 @@ function registerWorkerBatchRoutes(app: App, { runs, deps }: ApiContext): void {
       runId: item.run_id,
       completion: { fencingToken: item.fencing_token, status: item.status, error: item.error ?? null, result: item.result ?? null },
     })));
-    const results = mergeInOrder(checked, outcomes, (run) => runToWire(run), 'run', request.log, deps.metrics);
+    // `answer: status` leaves the run out of each accepted item: the SDK's worker reads nothing
+    // of it, and building and sending the run was a tenth of the server's time per completion.
+    const toWire = request.body.answer === 'status' ? null : runToWire;
+    const results = mergeInOrder(checked, outcomes, toWire, 'run', request.log, deps.metrics);
     return { results };
   });
 
@@ -183,14 +186,15 @@ function checkItem<T extends { run_id: string }>(validator: ItemValidator<T>, it
 }
 
 /**
- * Puts the store's outcomes back among the items that failed validation, in request order.
+ * Puts the store's outcomes back among the items that failed validation, in request order;
+ * a success carries its value under `name` unless `toWire` is null.
  * An id that cannot exist answers 404 like an unknown one (without a lookup); an error that
  * is not the client's (an outage, a bug) answers for its item only, and is logged.
  */
 function mergeInOrder<I, T, K extends string>(
   checked: readonly (I | TicklerError)[],
   outcomes: readonly ItemOutcome<T>[],
-  toWire: (value: T) => unknown,
+  toWire: ((value: T) => unknown) | null,
   name: K,
   log: FastifyBaseLogger,
   metrics: ApiContext['deps']['metrics'],
@@ -198,7 +202,7 @@ function mergeInOrder<I, T, K extends string>(
   let next = 0;
   return checked.map((item): ItemAnswer<K> => {
     const outcome: ItemOutcome<T> = item instanceof TicklerError ? { ok: false, error: item } : outcomes[next++]!;
-    if (outcome.ok) return { status: 200, [name]: toWire(outcome.value) } as ItemAnswer<K>;
+    if (outcome.ok) return (toWire === null ? { status: 200 } : { status: 200, [name]: toWire(outcome.value) }) as ItemAnswer<K>;
     let error = toTicklerError(outcome.error);
     if (error === null) {
       log.error({ err: outcome.error }, 'batch item failed');

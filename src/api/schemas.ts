@@ -201,8 +201,12 @@ export const CompleteItem = Type.Object({
 }, strict);
 export type CompleteItem = Static<typeof CompleteItem>;
 
+/** What an accepted completion answers: the whole run (the default), or its status alone. */
+export const completeAnswers = ['run', 'status'] as const;
+
 export const CompleteBatchBody = Type.Object({
   completions: Type.Array(Type.Unknown(), { minItems: 1, maxItems: limits.leaseBatchMax }),
+  answer: Type.Optional(oneOf(completeAnswers)),
 }, strict);
 
 export const HeartbeatItem = Type.Object({ run_id: Type.String(), fencing_token: fencingToken }, strict);

@@ -6,7 +6,8 @@
 import { batchRequestBodyBytesMax, leaseBatchMax } from '../limits.js';
 import type { TicklerClient } from './client.js';
 import { RequestBatcher, itemErrorOf } from './request-batcher.js';
-import type { CompleteBatchItem, HeartbeatBatchItem } from './wire.js';
+import { TicklerApiError } from './errors.js';
+import type { CompleteBatchItem, HeartbeatBatchItem, ItemError } from './wire.js';
 
 /** Half the server's batch body limit: the estimate below leaves out JSON punctuation. */
 const batchBytesMax = batchRequestBodyBytesMax / 2;
@@ -16,13 +17,30 @@ const itemOverheadBytes = 256;
 export type CompletionBatcher = RequestBatcher<CompleteBatchItem, unknown>;
 export type HeartbeatBatcher = RequestBatcher<HeartbeatBatchItem, { lease_expires_at: string }>;
 
+/**
+ * Completions ask for brief answers (`answer: 'status'`): an attempt needs only to know its
+ * completion was accepted. A server older than that option rejects the field (400 on
+ * `answer`); the batcher then asks for whole runs from there on.
+ */
 export function completionBatcher(client: TicklerClient, onBatchRouteMissing: () => void): CompletionBatcher {
+  let brief = true;
+  const send = async (items: CompleteBatchItem[], timeoutMs: number | undefined): Promise<{ status: number; error?: ItemError }[]> => {
+    const options = timeoutMs === undefined ? {} : { timeoutMs };
+    if (!brief) return (await client.completeRuns(items, options)).results;
+    try {
+      return (await client.completeRunsBriefly(items, options)).results;
+    } catch (error) {
+      if (!(error instanceof TicklerApiError && error.status === 400 && error.field === 'answer')) throw error;
+      brief = false;
+      return (await client.completeRuns(items, options)).results;
+    }
+  };
   return new RequestBatcher<CompleteBatchItem, unknown>({
     async sendBatch(items, timeoutMs) {
-      const { results } = await client.completeRuns(items, timeoutMs === undefined ? {} : { timeoutMs });
-      return results.map((result) => result.status === 200 && 'run' in result
-        ? { ok: true, value: result.run }
-        : { ok: false, error: itemErrorOf(result.status, 'error' in result ? result.error : undefined, 'POST /v1/runs:complete') });
+      const results = await send(items, timeoutMs);
+      return results.map((result) => result.status === 200
+        ? { ok: true, value: undefined }
+        : { ok: false, error: itemErrorOf(result.status, result.error, 'POST /v1/runs:complete') });
     },
     sendOne: ({ run_id: runId, ...body }, timeoutMs) =>
       client.completeRun(runId, body, timeoutMs === undefined ? {} : { timeoutMs }),

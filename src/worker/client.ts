@@ -14,6 +14,7 @@ import type {
   ClockAnswer,
   CompleteBatchItem,
   CompleteBatchResult,
+  CompleteBatchStatusResult,
   CompleteRequest,
   HeartbeatBatchItem,
   HeartbeatBatchResult,
@@ -161,6 +162,12 @@ export class TicklerClient {
    */
   completeRuns(completions: CompleteBatchItem[], options?: RequestOptions): Promise<{ results: CompleteBatchResult[] }> {
     return this.json('POST', '/v1/runs:complete', { body: { completions }, ...options });
+  }
+
+  /** As `completeRuns`, with `answer: 'status'`: accepted items answer their status without the run. */
+  completeRunsBriefly(completions: CompleteBatchItem[], options?: RequestOptions):
+    Promise<{ results: CompleteBatchStatusResult[] }> {
+    return this.json('POST', '/v1/runs:complete', { body: { completions, answer: 'status' }, ...options });
   }
 
   /** Up to 1,000 heartbeats in one request (`POST /v1/runs:heartbeat`); each answers for itself. */

@@ -189,6 +189,8 @@ export interface ItemError {
 
 /** Each item of a worker batch answers for itself, in request order. */
 export type CompleteBatchResult = { status: 200; run: Run } | { status: number; error: ItemError };
+/** As `CompleteBatchResult`, asked with `answer: 'status'`: an accepted item carries no run. */
+export type CompleteBatchStatusResult = { status: 200 } | { status: number; error: ItemError };
 export type HeartbeatBatchResult = { status: 200; lease_expires_at: string } | { status: number; error: ItemError };
 
 export interface ClockAnswer {

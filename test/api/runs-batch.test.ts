@@ -64,6 +64,28 @@ describe('POST /v1/runs:complete', () => {
     assert.equal((await h.call('GET', `/v1/runs/${runs[2]!.run_id}`)).json.status, 'succeeded');
   });
 
+  it('answers the status alone with answer: status, and still answers each failed item its error', async () => {
+    const runs = await leasedRuns(h, 'batch-brief', 2);
+    const answer = await h.call('POST', '/v1/runs:complete', {
+      body: { answer: 'status', completions: [succeeded(runs[0]!), succeeded(runs[1]!, { fencing_token: '999999999' })] },
+    });
+    assert.equal(answer.status, 200);
+    assert.deepEqual(answer.json.results[0], { status: 200 });
+    assert.equal(answer.json.results[1].status, 409);
+    assert.equal(answer.json.results[1].error.code, 'stale_token');
+    assert.equal((await h.call('GET', `/v1/runs/${runs[0]!.run_id}`)).json.status, 'succeeded');
+    assert.equal((await h.call('GET', `/v1/runs/${runs[1]!.run_id}`)).json.status, 'running');
+  });
+
+  it('rejects an unknown answer form as a whole request, changing nothing', async () => {
+    const runs = await leasedRuns(h, 'batch-bad-answer', 1);
+    const answer = await h.call('POST', '/v1/runs:complete', { body: { answer: 'brief', completions: [succeeded(runs[0]!)] } });
+    assert.equal(answer.status, 400);
+    assert.equal(answer.json.error.code, 'invalid_request');
+    assert.equal(answer.json.error.field, 'answer');
+    assert.equal((await h.call('GET', `/v1/runs/${runs[0]!.run_id}`)).json.status, 'running');
+  });
+
   it('fences each item alone: stale, unknown, malformed and oversized items fail without touching the others', async () => {
     const runs = await leasedRuns(h, 'batch-mixed', 2);
     const answer = await h.call('POST', '/v1/runs:complete', {

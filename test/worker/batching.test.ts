@@ -157,6 +157,23 @@ describe('createWorker batching', () => {
     for (const handler of handlers) handler.finish('ok');
   });
 
+  test('completions ask for brief answers, and ask for whole runs from a server that refuses the answer field', async () => {
+    start(() => 'ok', 1);
+    server.offer(leasedRun(startMs));
+    await server.next('complete');
+    server.briefAnswers = false;
+    const second = server.next('complete');
+    server.offer(leasedRun(startMs));
+    await second;
+    const third = server.next('complete');
+    server.offer(leasedRun(startMs));
+    await third;
+    const answers = server.requests.filter((request) => request.path === '/v1/runs:complete')
+      .map((request) => (request.body as { answer?: string }).answer ?? 'run');
+    assert.deepEqual(answers, ['status', 'status', 'run', 'run'], 'the refused batch is sent again, and so are the next ones');
+    assert.equal(server.completions.length, 3);
+  });
+
   test('a server without the batch routes is served run by run, with one warning per route', async () => {
     server.batchRoutes = false;
     const control = controlledHandler();

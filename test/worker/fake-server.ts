@@ -41,6 +41,8 @@ export class FakeTicklerServer extends EventEmitter {
   completeAnswer: (runId: string) => ScriptedAnswer = () => ({ status: 200, body: {} });
   /** Whether the batch routes exist. */
   batchRoutes = true;
+  /** False: `runs:complete` refuses the `answer` field (400 on it), as a server from before it did. */
+  briefAnswers = true;
   /** Items per batch request received, in order: how well the SDK coalesced. */
   readonly completeBatchSizes: number[] = [];
   readonly heartbeatBatchSizes: number[] = [];
@@ -118,7 +120,12 @@ export class FakeTicklerServer extends EventEmitter {
       answer(response, this.completeAnswer(runId));
       this.emit('complete', { runId, body });
     } else if (method === 'POST' && this.batchRoutes && url.pathname === '/v1/runs:complete') {
-      await this.handleCompleteBatch(response, (body as { completions: (CompleteRequest & { run_id: string })[] }).completions);
+      const batch = body as { completions: (CompleteRequest & { run_id: string })[]; answer?: string };
+      if (!this.briefAnswers && batch.answer !== undefined) {
+        answer(response, { status: 400, body: { error: { code: 'invalid_request', message: 'unknown field', field: 'answer' } } });
+        return;
+      }
+      await this.handleCompleteBatch(response, batch.completions);
     } else if (method === 'POST' && this.batchRoutes && url.pathname === '/v1/runs:heartbeat') {
       this.handleHeartbeatBatch(response, (body as { heartbeats: { run_id: string; fencing_token: string }[] }).heartbeats);
     } else {

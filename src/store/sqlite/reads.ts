@@ -33,9 +33,6 @@ class StatementCache {
   }
 }
 
-/** A run as `SELECT *` reads it: the columns `RunRow` maps, plus the run's seq (its rowid). */
-type RunRowWithSeq = RunRow & { run_seq: number };
-
 /**
  * The tie-breaking rowid of a list cursor's last item, found by the id the cursor carries (a
  * job or run id, as before v2, so cursors stay valid across the upgrade and a VACUUM that
@@ -55,7 +52,7 @@ function cursorOrThrow(cursor: string): { sortMs: number; id: string } {
 export class StoreReads {
   private readonly cache: StatementCache;
   private readonly selectJob: Database.Statement<[string], JobRow>;
-  private readonly selectRun: Database.Statement<[string], RunRowWithSeq>;
+  private readonly selectRun: Database.Statement<[string], RunRow>;
   private readonly selectEvents: Database.Statement<[string, number], RunEventRow>;
   private readonly selectJobsWithoutTimer: Database.Statement<[number], JobRow>;
   private readonly countJobsWithoutTimerStatement: Database.Statement<[], number>;

@@ -32,7 +32,9 @@ export interface JobRow extends JobColumns {
 export const jobSelectSql = `SELECT j.*, t.fire_at AS next_fire_at, t.scheduled_at AS next_scheduled_at
   FROM jobs j LEFT JOIN timers t ON t.job_id = j.job_id`;
 
+/** A run as `SELECT *` reads it; run_seq is its rowid, which keys its events. */
 export interface RunRow {
+  run_seq: number;
   run_id: string;
   job_id: string;
   team: string;

@@ -23,6 +23,7 @@ import type { RunTable, TokenSequence } from './tables.js';
 import { atomically } from './atomically.js';
 
 interface LeasableRow {
+  run_seq: number;
   run_id: string;
   job_id: string;
   team: string;
@@ -56,7 +57,7 @@ export class RunTransitions {
   ) {
     // One lane at a time, so each query is a range seek on runs_leasable in ready_at order.
     this.selectLeasable = db.prepare(`
-      SELECT r.run_id, r.job_id, r.team, r.status, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at, j.spec
+      SELECT r.run_seq, r.run_id, r.job_id, r.team, r.status, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at, j.spec
       FROM runs r JOIN jobs j ON j.job_id = r.job_id
       WHERE r.pool = ? AND r.lane = ? AND r.status IN ('ready', 'retry_wait') AND r.held = 0 AND r.ready_at <= ?
         AND (? IS NULL OR r.team = ?)
@@ -105,8 +106,8 @@ export class RunTransitions {
     const leaseMs = request.leaseMs ?? spec.lease_s * 1000;
     const leaseExpiresAtMs = request.nowMs + leaseMs;
     this.markRunning.run(token, leaseMs, leaseExpiresAtMs, request.nowMs, request.workerId, row.run_id);
-    this.runs.event(row.run_id, request.nowMs, 'leased', row.status as RunStatus, 'running',
-      { attempt: row.attempt + 1, workerId: request.workerId });
+    this.runs.eventOfSeq(row.run_seq, request.nowMs, 'leased', row.status as RunStatus, 'running',
+      JSON.stringify({ attempt: row.attempt + 1, workerId: request.workerId }));
     return {
       runId: row.run_id, jobId: row.job_id, team: row.team, attempt: row.attempt + 1,
       scheduledAtMs: row.scheduled_at, fireAtMs: row.fire_at, dispatchedAtMs: row.dispatched_at ?? row.fire_at,
@@ -151,7 +152,8 @@ export class RunTransitions {
         last_error: outcome.status === 'succeeded' ? null : request.error,
       };
       this.setOutcome.run(change);
-      this.runs.event(row.run_id, request.nowMs, outcome.eventType, 'running', outcome.status, outcome.detail);
+      this.runs.eventOfSeq(row.run_seq, request.nowMs, outcome.eventType, 'running', outcome.status,
+        outcome.detail === null ? null : JSON.stringify(outcome.detail));
       if (outcome.status !== 'retry_wait') {
         const pool = this.runs.releaseHeldRun(row.job_id, request.nowMs);
         if (pool !== null) readyPools.push(pool);
