@@ -92,6 +92,14 @@ try {
 } finally {
   clearInterval(sampler);
   await store.close();
+  // The store's backends flush their table statistics as they exit, so after close the
+  // counters are whole: an UPDATE that is not HOT writes a new entry into every index of runs.
+  // (Without pg_stat_force_next_flush in each backend, the counters may still lag by a moment.)
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const updates = (await admin.query<{ relname: string; n_tup_upd: string; n_tup_hot_upd: string }>(
+    `SELECT relname, n_tup_upd::text, n_tup_hot_upd::text FROM pg_stat_user_tables
+      WHERE schemaname = $1 AND n_tup_upd > 0 ORDER BY relname`, [schema])).rows;
+  console.log(`updates (HOT of all): ${updates.map((row) => `${row.relname} ${row.n_tup_hot_upd} of ${row.n_tup_upd}`).join(', ')}`);
   await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   await admin.end();
 }

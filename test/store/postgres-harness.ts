@@ -72,9 +72,39 @@ export async function openTestStore(options: Partial<PostgresStoreOptions> = {})
     },
     cleanup: async () => {
       await Promise.all([store, ...peers].map((opened) => opened.close()));
-      await dropSchema(schema);
+      try {
+        await assertActiveRunsQueued(schema);
+      } finally {
+        await dropSchema(schema);
+      }
     },
   };
+}
+
+/**
+ * active_runs (schema version 3) is the queue the leases, expiries and overlap policies read:
+ * it must hold one row for each ready, running or retry_wait run, agreeing with the run on
+ * status, hold and due time (ready_at, or the lease's expiry while running), and no other
+ * row. Checked after every test that opens a store this way, which between them take runs
+ * through every transition.
+ */
+export async function assertActiveRunsQueued(schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
+  await client.connect();
+  try {
+    const mismatched = await client.query(
+      `SELECT r.run_id, r.status, q.status AS queued_status
+         FROM (SELECT * FROM "${schema}".runs WHERE status IN ('ready', 'running', 'retry_wait')) r
+              FULL JOIN "${schema}".active_runs q ON q.run_id = r.run_id
+        WHERE r.run_id IS NULL OR q.run_id IS NULL OR q.status <> r.status OR q.held <> r.held
+           OR (q.job_id, q.team, q.pool, q.lane) IS DISTINCT FROM (r.job_id, r.team, r.pool, r.lane)
+           OR q.due_at IS DISTINCT FROM (CASE WHEN r.status = 'running' THEN r.lease_expires_at ELSE r.ready_at END)`);
+    if (mismatched.rows.length > 0) {
+      throw new Error(`active_runs disagrees with runs: ${JSON.stringify(mismatched.rows)}`);
+    }
+  } finally {
+    await client.end();
+  }
 }
 
 /** A store on a fresh schema that reaches PostgreSQL through a proxy the test can stop and restart. */

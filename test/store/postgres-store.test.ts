@@ -8,18 +8,21 @@ import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
 import { describe, it } from 'node:test';
+import pg from 'pg';
 import { isTicklerError } from '../../src/errors.js';
 import { booleanArray, numberArray, textArray } from '../../src/store/postgres/array-literals.js';
 import { beginSql, preparedStatements, withClient, withDefaultUser } from '../../src/store/postgres/connection.js';
 import { shardFenceSql } from '../../src/store/postgres/dispatch.js';
 import { openPostgresStore } from '../../src/store/postgres/index.js';
 import { listPartitions, partitionDurationMs } from '../../src/store/postgres/partitions.js';
-import { schemaVersion } from '../../src/store/postgres/schema.js';
+import { migrate, schemaVersion } from '../../src/store/postgres/schema.js';
 import type { LeasedRun, LoadedTimer } from '../../src/store/store.js';
 import {
   createJob, firePending, jobRecord, jobSpec, leaseOne, minuteMs, pendingTimerOf, t0Ms, timerAt,
 } from './conformance-fixtures.js';
-import { dropSchema, freshSchemaName, openTestStore, openTestStoreBehindProxy, postgresSkipReason, testPgUrl } from './postgres-harness.js';
+import {
+  assertActiveRunsQueued, dropSchema, freshSchemaName, openTestStore, openTestStoreBehindProxy, postgresSkipReason, testPgUrl,
+} from './postgres-harness.js';
 
 const skip = await postgresSkipReason();
 
@@ -51,6 +54,43 @@ void describe('postgres store', { skip: skip ?? false }, () => {
       assert.deepEqual(versions.rows.map((row) => row.version), Array.from({ length: schemaVersion }, (_, index) => index + 1));
       await Promise.all(stores.map((store) => store.close()));
     } finally {
+      await dropSchema(schema);
+    }
+  });
+
+  void it('upgrades a version 2 database: its ready, running and waiting runs are queued in active_runs', async () => {
+    const schema = freshSchemaName();
+    const client = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
+    await client.connect();
+    try {
+      await migrate(client, schema, 2);
+      await client.query(`SET search_path = "${schema}"`);
+      await client.query(
+        `INSERT INTO runs (run_id, job_id, team, pool, lane, scheduled_at, fire_at, status, ready_at, lease_expires_at,
+                           fencing_token, finished_at, held)
+         VALUES ('r-ready', 'j1', 't', 'p', 'P1', 1, 1, 'ready', 10, NULL, NULL, NULL, false),
+                ('r-held', 'j1', 't', 'p', 'P1', 2, 2, 'ready', 11, NULL, NULL, NULL, true),
+                ('r-running', 'j2', 't', 'p', 'P0', 1, 1, 'running', NULL, 500, 7, NULL, false),
+                ('r-retry', 'j3', 't', 'p', 'P2', 1, 1, 'retry_wait', 300, NULL, NULL, NULL, false),
+                ('r-done', 'j4', 't', 'p', 'P1', 1, 1, 'succeeded', NULL, NULL, 8, 20, false)`);
+      const store = await openPostgresStore({ url: testPgUrl, schema, useDatabaseClock: false, poolSize: 2 });
+      try {
+        const queued = await client.query<{ run_id: string; status: string; held: boolean; due_at: number }>(
+          'SELECT run_id, status, held, due_at::int AS due_at FROM active_runs ORDER BY run_id');
+        assert.deepEqual(queued.rows, [
+          { run_id: 'r-held', status: 'ready', held: true, due_at: 11 },
+          { run_id: 'r-ready', status: 'ready', held: false, due_at: 10 },
+          { run_id: 'r-retry', status: 'retry_wait', held: false, due_at: 300 },
+          { run_id: 'r-running', status: 'running', held: false, due_at: 500 },
+        ]);
+        await assertActiveRunsQueued(schema);
+        assert.equal(await store.nextRunDeadlineMs(), 300, 'the retry is due before the lease expires');
+        assert.equal(await store.nextReadyAtMs('t', 'p'), 10, 'the held run is not leasable');
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await client.end();
       await dropSchema(schema);
     }
   });

@@ -135,8 +135,7 @@ async function lockJobs(tx: Transaction, jobIds: string[]): Promise<Map<string, 
 const readRunsSql = prepared(
   `SELECT run_id, job_id, status, held FROM runs WHERE run_id = ANY($1::text[])
    UNION
-   SELECT run_id, job_id, status, held FROM runs
-    WHERE job_id = ANY($2::text[]) AND status IN ('ready', 'running', 'retry_wait')`);
+   SELECT run_id, job_id, status, held FROM active_runs WHERE job_id = ANY($2::text[])`);
 
 /**
  * Runs that already exist (a duplicate dispatch answers them, inserted: false) and each
@@ -255,9 +254,17 @@ function cancelRuns(plan: DispatchPlan, runIds: readonly string[], active: Activ
   }
 }
 
+/**
+ * The queue row goes first: a lease holds the queue rows it claimed while it writes their
+ * runs, so a transaction that locked a ready run's runs row and then waited for its queue
+ * row could deadlock with it.
+ */
 const cancelRunsSql = prepared(
-  `UPDATE runs SET status = 'cancelled', finished_at = $2, ready_at = NULL, lease_expires_at = NULL
-    WHERE run_id = ANY($1::text[]) AND status IN ('ready', 'running', 'retry_wait')`);
+  `WITH dequeued AS (
+     DELETE FROM active_runs WHERE run_id = ANY($1::text[]) RETURNING run_id
+   )
+   UPDATE runs r SET status = 'cancelled', finished_at = $2, ready_at = NULL, lease_expires_at = NULL
+     FROM dequeued WHERE r.run_id = dequeued.run_id`);
 
 const updateJobsSql = prepared(
   `UPDATE jobs j SET timer_id = u.timer_id, next_fire_at = u.next_fire_at, next_scheduled_at = u.next_scheduled_at,

@@ -60,9 +60,15 @@ export function replayRun(context: StoreContext, team: TeamScope, runId: string,
     if (row === undefined) return { kind: 'not_found' };
     if (row.status !== 'dead') return { kind: 'invalid_state', run: runFromRow(row) };
     const updated = await tx.query<RunRow>(
-      `UPDATE runs r SET status = 'ready', ready_at = $2, finished_at = NULL, lease_expires_at = NULL,
-                         attempt_base = r.attempt, held = false
-        WHERE r.run_id = $1 RETURNING ${runColumns}`, [runId, nowMs]);
+      `WITH replayed AS (
+         UPDATE runs r SET status = 'ready', ready_at = $2, finished_at = NULL, lease_expires_at = NULL,
+                           attempt_base = r.attempt, held = false
+          WHERE r.run_id = $1 RETURNING ${runColumns}
+       ), queued AS (
+         INSERT INTO active_runs (run_id, job_id, team, pool, lane, status, held, due_at)
+         SELECT run_id, job_id, team, pool, lane, 'ready', false, ready_at FROM replayed
+       )
+       SELECT * FROM replayed`, [runId, nowMs]);
     await appendEvents(tx, [{ runId, atMs: nowMs, type: 'replayed', fromStatus: 'dead', toStatus: 'ready',
       detail: { attempt: row.attempt } }]);
     tx.readyPools.add(row.pool);

@@ -74,13 +74,22 @@ const lockRunsSql = prepared(
      FROM runs r JOIN jobs j ON j.job_id = r.job_id CROSS JOIN LATERAL json_to_record(j.spec) AS s(retry json, overlap text)
     WHERE r.run_id = ANY($1::text[]) ORDER BY r.run_id FOR UPDATE OF r`);
 
+/** A retry stays queued (due at its ready_at); any other outcome ends the run and leaves the queue. */
 const writeChangesSql = prepared(
-  `UPDATE runs r SET status = c.status, ready_at = c.ready_at, finished_at = c.finished_at, lease_expires_at = NULL,
-                     last_error = c.last_error, result = c.result
-     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::json[])
-          AS c(run_id, status, ready_at, finished_at, last_error, result)
-    WHERE r.run_id = c.run_id
-    RETURNING ${runColumns}`);
+  `WITH written AS (
+     UPDATE runs r SET status = c.status, ready_at = c.ready_at, finished_at = c.finished_at, lease_expires_at = NULL,
+                       last_error = c.last_error, result = c.result
+       FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::json[])
+            AS c(run_id, status, ready_at, finished_at, last_error, result)
+      WHERE r.run_id = c.run_id
+     RETURNING ${runColumns}
+   ), requeued AS (
+     UPDATE active_runs q SET status = 'retry_wait', due_at = written.ready_at
+       FROM written WHERE q.run_id = written.run_id AND written.status = 'retry_wait'
+   ), dequeued AS (
+     DELETE FROM active_runs q USING written WHERE q.run_id = written.run_id AND written.status <> 'retry_wait'
+   )
+   SELECT * FROM written`);
 
 /**
  * Rows are updated in the order of the arrays, which the caller sorts by run_id, as the
@@ -96,6 +105,8 @@ const completeSucceededSql = prepared(
       WHERE r.run_id = c.run_id AND r.status = 'running' AND r.fencing_token::text = c.fencing_token
         AND (c.team IS NULL OR r.team = c.team) AND j.job_id = r.job_id
      RETURNING ${runColumns}, s.overlap
+   ), dequeued AS (
+     DELETE FROM active_runs q USING done WHERE q.run_id = done.run_id
    ), events AS (
      INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
      SELECT run_id, finished_at, 'succeeded', 'running', 'succeeded', NULL FROM done

@@ -20,19 +20,20 @@ import { appendEvents, releaseHeldRuns } from './writes.js';
 export const tokenPattern = /^\d{1,19}$/;
 
 /**
- * The claim, lease and its events in one statement. `json_to_record` reads `lease_s` and
- * the payload from one parse of the job's spec (each `->` on a json column parses the whole
- * document again), and the payload is returned by the UPDATE itself rather than by joining
- * the job a second time. ORDER BY (lane, ready_at) matches the partial index runs_leasable,
- * so the claim reads only the rows it takes (plus those skipped because another claimer
- * holds them).
+ * The claim, lease and its events in one statement. The claim walks active_runs_leasable in
+ * (lane, due_at) order and locks queue rows only, so it reads only the rows it takes (plus
+ * those skipped because another claimer holds them); the runs row then takes a HOT update,
+ * as no index of runs covers a column a lease writes (schema version 3). `json_to_record`
+ * reads `lease_s` and the payload from one parse of the job's spec (each `->` on a json
+ * column parses the whole document again), and the payload is returned by the UPDATE
+ * itself rather than by joining the job a second time.
  */
 const leaseRunsSql = prepared(
   `WITH picked AS (
-     SELECT r.run_id, r.job_id, r.status AS from_status FROM runs r
-      WHERE r.pool = $1 AND r.status IN ('ready', 'retry_wait') AND NOT r.held AND r.ready_at <= $2::bigint
-        AND ($3::text IS NULL OR r.team = $3)
-      ORDER BY r.lane, r.ready_at
+     SELECT q.run_id, q.job_id, q.status AS from_status FROM active_runs q
+      WHERE q.pool = $1 AND q.status IN ('ready', 'retry_wait') AND NOT q.held AND q.due_at <= $2::bigint
+        AND ($3::text IS NULL OR q.team = $3)
+      ORDER BY q.lane, q.due_at
       LIMIT $4
       FOR UPDATE SKIP LOCKED
    ), leased AS (
@@ -45,6 +46,9 @@ const leaseRunsSql = prepared(
       WHERE r.run_id = p.run_id
      RETURNING r.run_id, r.job_id, r.team, r.lane, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
                r.fencing_token::text AS fencing_token, r.lease_expires_at, p.from_status, s.payload
+   ), queued AS (
+     UPDATE active_runs q SET status = 'running', due_at = leased.lease_expires_at
+       FROM leased WHERE q.run_id = leased.run_id
    ), events AS (
      INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
      SELECT run_id, $2, 'leased', from_status, 'running',
@@ -86,9 +90,14 @@ export function classifyMiss(run: { status: RunStatus } | undefined): { kind: 'n
  * Not prepared: it runs alone, with sequential scans allowed, and its generic plan on a
  * small table walks runs_running (every running run) instead of probing the primary key.
  */
-const heartbeatSql = `UPDATE runs SET lease_expires_at = $4::bigint + lease_ms
-  WHERE run_id = $1 AND ($2::text IS NULL OR team = $2) AND status = 'running' AND fencing_token = $3::bigint
-  RETURNING lease_expires_at`;
+const heartbeatSql = `WITH extended AS (
+    UPDATE runs SET lease_expires_at = $4::bigint + lease_ms
+     WHERE run_id = $1 AND ($2::text IS NULL OR team = $2) AND status = 'running' AND fencing_token = $3::bigint
+    RETURNING run_id, lease_expires_at
+  ), queued AS (
+    UPDATE active_runs q SET due_at = extended.lease_expires_at FROM extended WHERE q.run_id = extended.run_id
+  )
+  SELECT lease_expires_at FROM extended`;
 
 const runStatusSql =
   'SELECT status, fencing_token::text AS fencing_token FROM runs WHERE run_id = $1 AND ($2::text IS NULL OR team = $2)';
@@ -120,15 +129,18 @@ export async function releaseHeldOf(tx: Transaction, jobs: readonly { jobId: str
 export function expireRunLeases(context: StoreContext, nowMs: number, limit: number): Promise<ExpiredLease[]> {
   if (limit <= 0) return Promise.resolve([]);
   return transaction(context, 'expireRunLeases', async (tx) => {
+    // Locks the runs rows, not the queue rows, first (as completions and heartbeats do), and
+    // skips those held: a running run's queue row is then written only by whoever holds its
+    // runs row. The runs row is checked again under the lock (a heartbeat may have extended it).
     const expired = await tx.query<{
       run_id: string; job_id: string; pool: string; attempt: number; attempt_base: number; worker_id: string | null;
       idempotency: string; retry: RetrySpec; overlap: string;
     }>(
       `SELECT r.run_id, r.job_id, r.pool, r.attempt, r.attempt_base, r.worker_id, j.spec->>'idempotency' AS idempotency,
               j.spec->'retry' AS retry, j.spec->>'overlap' AS overlap
-         FROM runs r JOIN jobs j ON j.job_id = r.job_id
-        WHERE r.status = 'running' AND r.lease_expires_at <= $1
-        ORDER BY r.lease_expires_at LIMIT $2 FOR UPDATE OF r SKIP LOCKED`, [nowMs, limit]);
+         FROM active_runs q JOIN runs r ON r.run_id = q.run_id JOIN jobs j ON j.job_id = r.job_id
+        WHERE q.status = 'running' AND q.due_at <= $1 AND r.status = 'running' AND r.lease_expires_at <= $1
+        ORDER BY q.due_at LIMIT $2 FOR UPDATE OF r SKIP LOCKED`, [nowMs, limit]);
     if (expired.rows.length === 0) return [];
     const outcomes: ExpiredLease[] = expired.rows.map((row) => ({
       runId: row.run_id,
@@ -137,11 +149,18 @@ export function expireRunLeases(context: StoreContext, nowMs: number, limit: num
         : hasAttemptsLeft(row.retry, row.attempt - row.attempt_base) ? 'ready' : 'dead',
     }));
     await tx.query(
-      `UPDATE runs r SET status = u.status, lease_expires_at = NULL,
-                         ready_at = CASE WHEN u.status = 'ready' THEN $3::bigint END,
-                         finished_at = CASE WHEN u.status = 'ready' THEN NULL ELSE $3::bigint END,
-                         last_error = 'worker lease expired'
-         FROM unnest($1::text[], $2::text[]) AS u(run_id, status) WHERE r.run_id = u.run_id`,
+      `WITH expired AS (
+         UPDATE runs r SET status = u.status, lease_expires_at = NULL,
+                           ready_at = CASE WHEN u.status = 'ready' THEN $3::bigint END,
+                           finished_at = CASE WHEN u.status = 'ready' THEN NULL ELSE $3::bigint END,
+                           last_error = 'worker lease expired'
+           FROM unnest($1::text[], $2::text[]) AS u(run_id, status) WHERE r.run_id = u.run_id
+         RETURNING r.run_id, r.status
+       ), requeued AS (
+         UPDATE active_runs q SET status = 'ready', due_at = $3::bigint
+           FROM expired WHERE q.run_id = expired.run_id AND expired.status = 'ready'
+       )
+       DELETE FROM active_runs q USING expired WHERE q.run_id = expired.run_id AND expired.status <> 'ready'`,
       [outcomes.map((outcome) => outcome.runId), outcomes.map((outcome) => outcome.toStatus), nowMs]);
     await appendEvents(tx, outcomes.map((outcome, index) => ({
       runId: outcome.runId, atMs: nowMs, type: outcome.toStatus === 'ready' ? 'lease_expired' : outcome.toStatus,
@@ -158,8 +177,8 @@ export function expireRunLeases(context: StoreContext, nowMs: number, limit: num
 
 export async function nextRunDeadlineMs(context: StoreContext): Promise<number | null> {
   const result = await query<{ at: number | null }>(context, 'nextRunDeadlineMs',
-    `SELECT LEAST((SELECT min(lease_expires_at) FROM runs WHERE status = 'running'),
-                  (SELECT min(ready_at) FROM runs WHERE status = 'retry_wait')) AS at`);
+    `SELECT LEAST((SELECT min(due_at) FROM active_runs WHERE status = 'running'),
+                  (SELECT min(due_at) FROM active_runs WHERE status = 'retry_wait')) AS at`);
   return result.rows[0]?.at ?? null;
 }
 
@@ -167,9 +186,9 @@ export async function nextReadyAtMs(context: StoreContext, team: TeamScope, pool
   // One index probe per lane rather than a scan of the pool's whole backlog.
   const result = await query<{ at: number | null }>(context, 'nextReadyAtMs',
     `SELECT min(first_ready) AS at FROM unnest(ARRAY['P0', 'P1', 'P2']) AS l(lane),
-            LATERAL (SELECT r.ready_at AS first_ready FROM runs r
-                      WHERE r.pool = $1 AND r.lane = l.lane AND r.status IN ('ready', 'retry_wait') AND NOT r.held
-                        AND ($2::text IS NULL OR r.team = $2)
-                      ORDER BY r.ready_at LIMIT 1) AS f`, [pool, team]);
+            LATERAL (SELECT q.due_at AS first_ready FROM active_runs q
+                      WHERE q.pool = $1 AND q.lane = l.lane AND q.status IN ('ready', 'retry_wait') AND NOT q.held
+                        AND ($2::text IS NULL OR q.team = $2)
+                      ORDER BY q.due_at LIMIT 1) AS f`, [pool, team]);
   return result.rows[0]?.at ?? null;
 }

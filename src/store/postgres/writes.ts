@@ -78,15 +78,28 @@ export interface NewRun {
   held: boolean;
 }
 
-const insertRunsSql = prepared(
-  `INSERT INTO runs (run_id, job_id, team, pool, lane, scheduled_at, fire_at, dispatched_at, status, last_error,
-                     ready_at, finished_at, held)
-   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
-                        $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bool[])
-   ON CONFLICT (run_id) DO NOTHING
-   RETURNING run_id`);
+/** The statuses a run has while it has a row in active_runs (schema version 3). */
+export const activeStatusesSql = `('ready', 'running', 'retry_wait')`;
 
-/** Inserts runs, leaving existing run ids alone (invariant 1); answers the ids inserted. */
+const insertRunsSql = prepared(
+  `WITH inserted AS (
+     INSERT INTO runs (run_id, job_id, team, pool, lane, scheduled_at, fire_at, dispatched_at, status, last_error,
+                       ready_at, finished_at, held)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
+                          $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bool[])
+     ON CONFLICT (run_id) DO NOTHING
+     RETURNING run_id, job_id, team, pool, lane, status, held, ready_at
+   ), queued AS (
+     INSERT INTO active_runs (run_id, job_id, team, pool, lane, status, held, due_at)
+     SELECT run_id, job_id, team, pool, lane, status, held, ready_at FROM inserted
+      WHERE status IN ${activeStatusesSql}
+   )
+   SELECT run_id FROM inserted`);
+
+/**
+ * Inserts runs, leaving existing run ids alone (invariant 1), and queues the active ones in
+ * active_runs in the same statement; answers the ids inserted.
+ */
 export async function insertRuns(transaction: Transaction, runs: readonly NewRun[]): Promise<Set<string>> {
   if (runs.length === 0) return new Set();
   const result = await transaction.query<{ run_id: string }>(insertRunsSql, [
@@ -134,11 +147,15 @@ export async function appendEvents(transaction: Transaction, events: readonly Ne
 }
 
 const releaseHeldRunsSql = prepared(
-  `UPDATE runs r SET held = false, ready_at = $2
-    WHERE r.job_id = ANY($1::text[]) AND r.held AND r.status = 'ready'
-      AND NOT EXISTS (SELECT 1 FROM runs a WHERE a.job_id = r.job_id AND NOT a.held
-                        AND a.status IN ('ready', 'running', 'retry_wait'))
-    RETURNING r.run_id, r.pool`);
+  `WITH released AS (
+     UPDATE active_runs q SET held = false, due_at = $2
+      WHERE q.job_id = ANY($1::text[]) AND q.held AND q.status = 'ready'
+        AND NOT EXISTS (SELECT 1 FROM active_runs a WHERE a.job_id = q.job_id AND NOT a.held)
+     RETURNING q.run_id, q.pool
+   ), runs_released AS (
+     UPDATE runs r SET held = false, ready_at = $2 FROM released WHERE r.run_id = released.run_id
+   )
+   SELECT run_id, pool FROM released`);
 
 /**
  * A `buffer_one` occurrence is held until no other active run of its job is left; this
