@@ -44,7 +44,8 @@ type RunOutcome = { runId: string; status: RunStatus; inserted: boolean };
 /** Everything one dispatch call will write, built in memory from what it read. */
 class DispatchPlan {
   readonly newRuns = new Map<string, { run: NewRun; outcome: RunOutcome }>();
-  readonly cancelRunIds = new Set<string>();
+  /** Run id to job id: the queue rows are found through their job. */
+  readonly cancelRuns = new Map<string, string>();
   readonly events: NewRunEvent[] = [];
   readonly consumedTimers: { timerId: string; fireAtMs: number }[] = [];
   readonly nextTimers: NewTimer[] = [];
@@ -207,7 +208,7 @@ function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: Occurren
       status = 'skipped_overlap';
       lastError = `overlap ${job.spec.overlap}: an earlier run is still active`;
     } else {
-      if (decision.action === 'replace') cancelRuns(plan, decision.cancelRunIds, active, runId);
+      if (decision.action === 'replace') cancelRuns(plan, job.jobId, decision.cancelRunIds, active, runId);
       held = decision.action === 'hold';
       active.push({ runId, status: 'ready', held });
       if (!held) plan.readyPools.add(job.spec.pool);
@@ -233,7 +234,7 @@ function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: Occurren
 }
 
 /** `replace`: earlier active runs are cancelled; their fencing tokens stop working. */
-function cancelRuns(plan: DispatchPlan, runIds: readonly string[], active: ActiveRun[], replacedBy: string): void {
+function cancelRuns(plan: DispatchPlan, jobId: string, runIds: readonly string[], active: ActiveRun[], replacedBy: string): void {
   for (const runId of runIds) {
     const index = active.findIndex((run) => run.runId === runId);
     const fromStatus = index >= 0 ? active[index]!.status : 'ready';
@@ -245,7 +246,7 @@ function cancelRuns(plan: DispatchPlan, runIds: readonly string[], active: Activ
       planned.run.readyAtMs = null;
       planned.outcome.status = 'cancelled';
     } else {
-      plan.cancelRunIds.add(runId);
+      plan.cancelRuns.set(runId, jobId);
     }
     plan.events.push({
       runId, atMs: plan.nowMs, type: 'cancelled', fromStatus, toStatus: 'cancelled',
@@ -261,7 +262,7 @@ function cancelRuns(plan: DispatchPlan, runIds: readonly string[], active: Activ
  */
 const cancelRunsSql = prepared(
   `WITH dequeued AS (
-     DELETE FROM active_runs WHERE run_id = ANY($1::text[]) RETURNING run_id
+     DELETE FROM active_runs WHERE job_id = ANY($3::text[]) AND run_id = ANY($1::text[]) RETURNING run_id
    )
    UPDATE runs r SET status = 'cancelled', finished_at = $2, ready_at = NULL, lease_expires_at = NULL
      FROM dequeued WHERE r.run_id = dequeued.run_id`);
@@ -275,8 +276,9 @@ const updateJobsSql = prepared(
     WHERE j.job_id = u.job_id`);
 
 async function writePlan(tx: Transaction, plan: DispatchPlan, changedJobs: LockedJob[]): Promise<void> {
-  if (plan.cancelRunIds.size > 0) {
-    await tx.query(cancelRunsSql, [textArray([...plan.cancelRunIds]), plan.nowMs]);
+  if (plan.cancelRuns.size > 0) {
+    await tx.query(cancelRunsSql,
+      [textArray([...plan.cancelRuns.keys()]), plan.nowMs, textArray([...new Set(plan.cancelRuns.values())])]);
   }
   await insertRuns(tx, [...plan.newRuns.values()].map((entry) => entry.run));
   await appendEvents(tx, plan.events);

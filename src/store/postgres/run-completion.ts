@@ -85,9 +85,9 @@ const writeChangesSql = prepared(
      RETURNING ${runColumns}
    ), requeued AS (
      UPDATE active_runs q SET status = 'retry_wait', due_at = written.ready_at
-       FROM written WHERE q.run_id = written.run_id AND written.status = 'retry_wait'
+       FROM written WHERE q.job_id = written.job_id AND q.run_id = written.run_id AND written.status = 'retry_wait'
    ), dequeued AS (
-     DELETE FROM active_runs q USING written WHERE q.run_id = written.run_id AND written.status <> 'retry_wait'
+     DELETE FROM active_runs q USING written WHERE q.job_id = written.job_id AND q.run_id = written.run_id AND written.status <> 'retry_wait'
    )
    SELECT * FROM written`);
 
@@ -106,7 +106,7 @@ const completeSucceededSql = prepared(
         AND (c.team IS NULL OR r.team = c.team) AND j.job_id = r.job_id
      RETURNING ${runColumns}, s.overlap
    ), dequeued AS (
-     DELETE FROM active_runs q USING done WHERE q.run_id = done.run_id
+     DELETE FROM active_runs q USING done WHERE q.job_id = done.job_id AND q.run_id = done.run_id
    ), events AS (
      INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
      SELECT run_id, finished_at, 'succeeded', 'running', 'succeeded', NULL FROM done

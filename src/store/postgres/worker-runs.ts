@@ -30,7 +30,7 @@ export const tokenPattern = /^\d{1,19}$/;
  */
 const leaseRunsSql = prepared(
   `WITH picked AS (
-     SELECT q.run_id, q.job_id, q.status AS from_status FROM active_runs q
+     SELECT q.ctid AS queue_ctid, q.run_id, q.job_id, q.status AS from_status FROM active_runs q
       WHERE q.pool = $1 AND q.status IN ('ready', 'retry_wait') AND NOT q.held AND q.due_at <= $2::bigint
         AND ($3::text IS NULL OR q.team = $3)
       ORDER BY q.lane, q.due_at
@@ -45,10 +45,10 @@ const leaseRunsSql = prepared(
             CROSS JOIN LATERAL json_to_record(j.spec) AS s(lease_s int, payload json)
       WHERE r.run_id = p.run_id
      RETURNING r.run_id, r.job_id, r.team, r.lane, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
-               r.fencing_token::text AS fencing_token, r.lease_expires_at, p.from_status, s.payload
+               r.fencing_token::text AS fencing_token, r.lease_expires_at, p.from_status, s.payload, p.queue_ctid
    ), queued AS (
      UPDATE active_runs q SET status = 'running', due_at = leased.lease_expires_at
-       FROM leased WHERE q.run_id = leased.run_id
+       FROM leased WHERE q.ctid = leased.queue_ctid
    ), events AS (
      INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
      SELECT run_id, $2, 'leased', from_status, 'running',
@@ -93,9 +93,10 @@ export function classifyMiss(run: { status: RunStatus } | undefined): { kind: 'n
 const heartbeatSql = `WITH extended AS (
     UPDATE runs SET lease_expires_at = $4::bigint + lease_ms
      WHERE run_id = $1 AND ($2::text IS NULL OR team = $2) AND status = 'running' AND fencing_token = $3::bigint
-    RETURNING run_id, lease_expires_at
+    RETURNING run_id, job_id, lease_expires_at
   ), queued AS (
-    UPDATE active_runs q SET due_at = extended.lease_expires_at FROM extended WHERE q.run_id = extended.run_id
+    UPDATE active_runs q SET due_at = extended.lease_expires_at
+      FROM extended WHERE q.job_id = extended.job_id AND q.run_id = extended.run_id
   )
   SELECT lease_expires_at FROM extended`;
 
@@ -155,12 +156,13 @@ export function expireRunLeases(context: StoreContext, nowMs: number, limit: num
                            finished_at = CASE WHEN u.status = 'ready' THEN NULL ELSE $3::bigint END,
                            last_error = 'worker lease expired'
            FROM unnest($1::text[], $2::text[]) AS u(run_id, status) WHERE r.run_id = u.run_id
-         RETURNING r.run_id, r.status
+         RETURNING r.run_id, r.job_id, r.status
        ), requeued AS (
          UPDATE active_runs q SET status = 'ready', due_at = $3::bigint
-           FROM expired WHERE q.run_id = expired.run_id AND expired.status = 'ready'
+           FROM expired WHERE q.job_id = expired.job_id AND q.run_id = expired.run_id AND expired.status = 'ready'
        )
-       DELETE FROM active_runs q USING expired WHERE q.run_id = expired.run_id AND expired.status <> 'ready'`,
+       DELETE FROM active_runs q USING expired
+        WHERE q.job_id = expired.job_id AND q.run_id = expired.run_id AND expired.status <> 'ready'`,
       [outcomes.map((outcome) => outcome.runId), outcomes.map((outcome) => outcome.toStatus), nowMs]);
     await appendEvents(tx, outcomes.map((outcome, index) => ({
       runId: outcome.runId, atMs: nowMs, type: outcome.toStatus === 'ready' ? 'lease_expired' : outcome.toStatus,
