@@ -187,6 +187,9 @@ void describe('sqlite store: what only the embedded store has', () => {
       assert.equal(upgraded.prepare("SELECT count(*) FROM sqlite_master WHERE name LIKE '%_v1'").pluck().get(), 0,
         'the old tables are gone');
       assert.equal(upgraded.prepare("SELECT count(*) FROM sqlite_sequence WHERE name LIKE '%_v1'").pluck().get(), 0);
+      assert.equal(upgraded.prepare("SELECT count(*) FROM sqlite_master WHERE name LIKE '%_v2'").pluck().get(), 0);
+      assert.equal(upgraded.prepare(`SELECT count(*) FROM runs r LEFT JOIN jobs j ON j.job_seq = r.job_seq
+        WHERE j.job_id IS NOT r.job_id`).pluck().get(), 0, 'every run names its job by the job seq (v3)');
       upgraded.close();
     } finally {
       await removeDirectory();

@@ -29,6 +29,7 @@ type DispatchedRun = { runId: string; status: RunStatus; inserted: boolean };
 
 /** What dispatch needs of a job; `lane_overlap` is `[lane, overlap]` as JSON, read out of the spec by SQLite. */
 interface DispatchJobRow {
+  job_seq: number;
   state: string;
   team: string;
   pool: string;
@@ -55,6 +56,7 @@ interface BatchState {
 
 interface DispatchJob {
   jobId: string;
+  jobSeq: number;
   team: string;
   shard: number;
   pool: string;
@@ -80,14 +82,14 @@ export class Dispatcher {
     // Consumes the timer only if it is still pending and still this job's on this shard.
     this.consumeTimer = db.prepare('DELETE FROM timers WHERE timer_id = ? AND job_id = ? AND shard = ?');
     this.selectJob = db.prepare(`
-      SELECT state, team, pool, json_extract(spec, '$.lane', '$.overlap') AS lane_overlap FROM jobs WHERE job_id = ?`);
+      SELECT job_seq, state, team, pool, json_extract(spec, '$.lane', '$.overlap') AS lane_overlap FROM jobs WHERE job_id = ?`);
     this.selectRunStatus = db.prepare<[string], string>('SELECT status FROM runs WHERE run_id = ?').pluck();
-    // finished_at IS NULL is runs_active_by_job's condition, so that partial index serves each
-    // job id; the status list says the same and guards it.
+    // Through the job's seq with finished_at IS NULL, runs_active_by_job's key and condition, so
+    // that partial index serves each job; the status list says the same and guards it.
     this.selectActiveRuns = db.prepare(`
-      SELECT job_id, run_id, status, held FROM runs
-      WHERE job_id IN (SELECT value FROM json_each(?)) AND finished_at IS NULL
-        AND status IN ('ready', 'running', 'retry_wait')`);
+      SELECT j.job_id, r.run_id, r.status, r.held
+      FROM jobs j JOIN runs r ON r.job_seq = j.job_seq AND r.finished_at IS NULL
+      WHERE j.job_id IN (SELECT value FROM json_each(?)) AND r.status IN ('ready', 'running', 'retry_wait')`);
     this.cancelRun = db.prepare(`
       UPDATE runs SET status = 'cancelled', finished_at = ?, held = 0, ready_at = NULL, lease_expires_at = NULL
       WHERE run_id = ?`);
@@ -139,7 +141,7 @@ export class Dispatcher {
     const row = this.selectJob.get(item.jobId);
     if (row === undefined || row.state !== 'active') return { kind: 'timer_gone', timerId: item.timerId };
     const [lane, overlap] = JSON.parse(row.lane_overlap) as [Lane, OverlapPolicy];
-    const job: DispatchJob = { jobId: item.jobId, team: row.team, shard: item.shard, pool: row.pool, lane, overlap };
+    const job: DispatchJob = { jobId: item.jobId, jobSeq: row.job_seq, team: row.team, shard: item.shard, pool: row.pool, lane, overlap };
     const runs = item.occurrences.map((occurrence) => this.recordOccurrence(job, occurrence, item.shardToken, batch));
     if (item.summary !== undefined) {
       const summaryRunId = runs.at(-1)?.runId ?? runIdOf(job.jobId, item.summary.toScheduledAtMs);
@@ -219,7 +221,7 @@ function newRun(job: DispatchJob, occurrence: OccurrenceWrite, runId: string, no
   lastError: string | null, held: boolean): NewRun {
   const ready = status === 'ready';
   return {
-    runId, jobId: job.jobId, team: job.team, pool: job.pool, lane: job.lane,
+    runId, jobId: job.jobId, jobSeq: job.jobSeq, team: job.team, pool: job.pool, lane: job.lane,
     scheduledAtMs: occurrence.scheduledAtMs, fireAtMs: occurrence.fireAtMs, dispatchedAtMs: nowMs,
     status, lastError, readyAtMs: ready ? nowMs : null, finishedAtMs: ready ? null : nowMs, held,
   };

@@ -267,7 +267,7 @@ export class JobWrites {
       const job = jobFromRow(row);
       const runId = runIdOf(jobId, nowMs);
       const inserted = this.runs.insertIfAbsent({
-        runId, jobId, team: job.team, pool: job.spec.pool, lane: job.spec.lane, scheduledAtMs: nowMs,
+        runId, jobId, jobSeq: row.job_seq, team: job.team, pool: job.spec.pool, lane: job.spec.lane, scheduledAtMs: nowMs,
         fireAtMs: nowMs, dispatchedAtMs: nowMs, status: 'ready', lastError: null, readyAtMs: nowMs,
         finishedAtMs: null, held: false,
       });

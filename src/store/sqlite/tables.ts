@@ -73,6 +73,7 @@ export class NearTimerBatch {
 export interface NewRun {
   runId: string;
   jobId: string;
+  jobSeq: number;
   team: string;
   pool: string;
   lane: Lane;
@@ -89,8 +90,8 @@ export interface NewRun {
 export class RunTable {
   private readonly insert: Database.Statement<unknown[]>;
   private readonly selectById: Database.Statement<[string], RunRow>;
-  private readonly selectActiveByJob: Database.Statement<[string], { run_id: string; status: string; held: number }>;
-  private readonly selectHeld: Database.Statement<[string], RunRow>;
+  private readonly selectActiveByJob: Database.Statement<[number], { run_id: string; status: string; held: number }>;
+  private readonly selectHeld: Database.Statement<[number], RunRow>;
   private readonly release: Database.Statement<[number, string]>;
   private readonly appendEvent: Database.Statement<[number, number, string, string | null, string | null, string | null]>;
   private readonly appendEventByRunId:
@@ -100,15 +101,15 @@ export class RunTable {
     this.insert = db.prepare(`
       INSERT INTO runs (run_id, job_id, team, pool, lane, scheduled_at, fire_at, dispatched_at, attempt,
         attempt_base, status, started_at, finished_at, last_error, result, ready_at, lease_expires_at, lease_ms,
-        worker_id, fencing_token, held)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, NULL, ?, ?, NULL, ?, NULL, NULL, NULL, NULL, ?)
+        worker_id, fencing_token, held, job_seq)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, NULL, ?, ?, NULL, ?, NULL, NULL, NULL, NULL, ?, ?)
       ON CONFLICT (run_id) DO NOTHING`);
     this.selectById = db.prepare('SELECT * FROM runs WHERE run_id = ?');
     this.selectActiveByJob = db.prepare(`
       SELECT run_id, status, held FROM runs
-      WHERE job_id = ? AND finished_at IS NULL AND status IN ('ready', 'running', 'retry_wait')`);
+      WHERE job_seq = ? AND finished_at IS NULL AND status IN ('ready', 'running', 'retry_wait')`);
     this.selectHeld = db.prepare(`
-      SELECT * FROM runs WHERE job_id = ? AND finished_at IS NULL AND status IN ('ready', 'running', 'retry_wait') AND held = 1`);
+      SELECT * FROM runs WHERE job_seq = ? AND finished_at IS NULL AND status IN ('ready', 'running', 'retry_wait') AND held = 1`);
     this.release = db.prepare('UPDATE runs SET held = 0, ready_at = ? WHERE run_id = ?');
     this.appendEvent = db.prepare(
       'INSERT INTO run_events (run_seq, at, type, from_status, to_status, detail) VALUES (?, ?, ?, ?, ?, ?)');
@@ -131,24 +132,25 @@ export class RunTable {
   /** As `insertIfAbsent`, answering the new run's seq (for `eventOfSeq`), or null when it existed. */
   insertReturningSeq(run: NewRun): number | null {
     const info = this.insert.run(run.runId, run.jobId, run.team, run.pool, run.lane, run.scheduledAtMs, run.fireAtMs,
-      run.dispatchedAtMs, run.status, run.finishedAtMs, run.lastError, run.readyAtMs, run.held ? 1 : 0);
+      run.dispatchedAtMs, run.status, run.finishedAtMs, run.lastError, run.readyAtMs, run.held ? 1 : 0, run.jobSeq);
     return info.changes === 1 ? Number(info.lastInsertRowid) : null;
   }
 
-  activeRunsOf(jobId: string): { runId: string; status: RunStatus; held: boolean }[] {
-    return this.selectActiveByJob.all(jobId).map((row) => ({
+  /** The job's active runs, by the job's seq. */
+  activeRunsOf(jobSeq: number): { runId: string; status: RunStatus; held: boolean }[] {
+    return this.selectActiveByJob.all(jobSeq).map((row) => ({
       runId: row.run_id, status: row.status as RunStatus, held: row.held === 1,
     }));
   }
 
   /**
-   * A run of `jobId` reached a final status: a `buffer_one` occurrence held behind it becomes
-   * leasable now. Answers the pool released into, or null when nothing was held.
+   * A run of the job (`jobSeq`) reached a final status: a `buffer_one` occurrence held behind
+   * it becomes leasable now. Answers the pool released into, or null when nothing was held.
    */
-  releaseHeldRun(jobId: string, nowMs: number): string | null {
-    const held = this.selectHeld.get(jobId);
+  releaseHeldRun(jobSeq: number, nowMs: number): string | null {
+    const held = this.selectHeld.get(jobSeq);
     if (held === undefined) return null;
-    const stillBlocked = this.activeRunsOf(jobId).some((run) => !run.held);
+    const stillBlocked = this.activeRunsOf(jobSeq).some((run) => !run.held);
     if (stillBlocked) return null;
     this.release.run(nowMs, held.run_id);
     this.event(held.run_id, nowMs, 'released', 'ready', 'ready', null);
