@@ -6,8 +6,10 @@
  * Background work (autovacuum, the WAL writer, checkpoints) is not counted.
  *
  *   node --import tsx bench/pg-store-cost.ts [--runs 20000] [--lease-max 50]
- *     [--dispatch-batch 500] [--complete-batch 1000] [--leasers 4] [--store-root DIR]
+ *     [--dispatch-batch 500] [--complete-batch 1000] [--leasers 4] [--store-root DIR] [--lsn]
  *
+ * `--lsn` prints each phase's WAL range, so that `pg_waldump --stats=record -s A -e B` can say
+ * which records (heap updates, index inserts, full-page images) made up its WAL.
  * `--store-root` loads src/store/postgres from another tree (e.g. a `git archive` of an
  * older commit) for an A/B on the same machine; run the two alternately, as the load of a
  * shared machine moves every figure. Cluster benchmarks batch differently: compare batch
@@ -29,6 +31,7 @@ const { values: options } = parseArgs({
     'complete-batch': { type: 'string', default: '1000' },
     leasers: { type: 'string', default: '4' },
     'store-root': { type: 'string', default: resolve(import.meta.dirname, '..') },
+    lsn: { type: 'boolean', default: false },
   },
 });
 const runCount = Number(options.runs);
@@ -77,7 +80,8 @@ async function phase(name: string, body: () => Promise<void>): Promise<void> {
   const perRun = (value: number): string => (value / runCount).toFixed(0);
   console.log(`${name.padEnd(9)} ${(wallMs / 1_000).toFixed(2)} s, ${Math.round((runCount * 1_000) / wallMs)} runs/s; per run: `
     + `PostgreSQL backends ${perRun((ticks / clockTicksPerS) * 1e6)} us CPU, this process ${perRun(cpu.user + cpu.system)} us CPU, `
-    + `WAL ${perRun(walBytes)} B`);
+    + `WAL ${perRun(walBytes)} B${options.lsn ? ` (LSN ${walBefore} to ${(await admin.query<{ lsn: string }>(
+      'SELECT pg_current_wal_lsn()::text AS lsn')).rows[0]!.lsn}, for pg_waldump --stats=record)` : ''}`);
 }
 
 try {

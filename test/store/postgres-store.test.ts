@@ -58,7 +58,7 @@ void describe('postgres store', { skip: skip ?? false }, () => {
     }
   });
 
-  void it('upgrades a version 2 database: its ready, running and waiting runs are queued in active_runs', async () => {
+  void it('upgrades a version 2 database: active runs are queued in active_runs, timerless jobs still found', async () => {
     const schema = freshSchemaName();
     const client = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
     await client.connect();
@@ -73,6 +73,10 @@ void describe('postgres store', { skip: skip ?? false }, () => {
                 ('r-running', 'j2', 't', 'p', 'P0', 1, 1, 'running', NULL, 500, 7, NULL, false),
                 ('r-retry', 'j3', 't', 'p', 'P2', 1, 1, 'retry_wait', 300, NULL, NULL, NULL, false),
                 ('r-done', 'j4', 't', 'p', 'P1', 1, 1, 'succeeded', NULL, NULL, 8, 20, false)`);
+      await client.query(
+        `INSERT INTO jobs (job_id, team, state, pool, spec, request_hash, shard, version, timer_id, created_at, updated_at)
+         VALUES ('j-orphan', 't', 'active', 'p', '{"schedule": {"cron": "* * * * *"}}', 'h', 0, 1, NULL, 0, 0),
+                ('j-timed', 't', 'active', 'p', '{"schedule": {"cron": "* * * * *"}}', 'h', 0, 1, 'timer-1', 0, 0)`);
       const store = await openPostgresStore({ url: testPgUrl, schema, useDatabaseClock: false, poolSize: 2 });
       try {
         const queued = await client.query<{ run_id: string; status: string; held: boolean; due_at: number }>(
@@ -86,6 +90,7 @@ void describe('postgres store', { skip: skip ?? false }, () => {
         await assertActiveRunsQueued(schema);
         assert.equal(await store.nextRunDeadlineMs(), 300, 'the retry is due before the lease expires');
         assert.equal(await store.nextReadyAtMs('t', 'p'), 10, 'the held run is not leasable');
+        assert.equal(await store.countJobsWithoutTimer(), 1, 'needs_timer (version 4) is computed for existing jobs');
       } finally {
         await store.close();
       }

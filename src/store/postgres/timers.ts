@@ -44,7 +44,8 @@ export async function loadTimersByRef(context: StoreContext, refs: readonly Time
   return result.rows.map(loadedTimerFromRow);
 }
 
-const withoutTimerCondition = `state = 'active' AND timer_id IS NULL AND spec->'schedule'->>'cron' IS NOT NULL`;
+/** `needs_timer` is state = 'active' AND timer_id IS NULL (schema version 4), as jobs_without_timer is keyed. */
+const withoutTimerCondition = `needs_timer AND spec->'schedule'->>'cron' IS NOT NULL`;
 
 export async function findJobsWithoutTimer(context: StoreContext, limit: number): Promise<JobRecord[]> {
   const result = await query<JobRow>(context, 'findJobsWithoutTimer',
