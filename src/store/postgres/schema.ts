@@ -176,6 +176,14 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
       'ALTER TABLE jobs SET (fillfactor = 90)',
     ],
   },
+  {
+    // A lease rewrites each queue row it claims, and a full page sends the new version to
+    // another page: PostgreSQL then locks the old version first, in a WAL record of its own,
+    // before it writes the update (heap_update). Room on the page saves that record, and the
+    // table holds only the active runs, so the space is small.
+    version: 5,
+    statements: ['ALTER TABLE active_runs SET (fillfactor = 50)'],
+  },
 ];
 
 export const schemaVersion = migrations[migrations.length - 1]!.version;
