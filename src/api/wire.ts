@@ -13,18 +13,22 @@ export function isoOrNull(instantMs: number | null): string | null {
 }
 
 /**
- * The jobs of one batch share their created_at and updated_at, and a one-shot job's fire
- * time is its scheduled time: the last instant formatted is usually the next one asked for.
+ * Formatted instants, remembered: the jobs of one batch share their created_at and
+ * updated_at, a one-shot job's fire time is its scheduled time, and the runs of one lease
+ * answer mostly share their scheduled, fire, dispatch and expiry instants, four values that
+ * alternate (a one-entry memo missed on every field). Cleared when full, so it stays small.
  */
-let lastIsoMs = Number.NaN;
-let lastIsoText = '';
+const isoCache = new Map<number, string>();
+const isoCacheEntriesMax = 64;
 
 export function iso(instantMs: number): string {
-  if (instantMs !== lastIsoMs) {
-    lastIsoText = new Date(instantMs).toISOString();
-    lastIsoMs = instantMs;
+  let text = isoCache.get(instantMs);
+  if (text === undefined) {
+    if (isoCache.size >= isoCacheEntriesMax) isoCache.clear();
+    text = new Date(instantMs).toISOString();
+    isoCache.set(instantMs, text);
   }
-  return lastIsoText;
+  return text;
 }
 
 export function jobToWire(job: JobRecord): Record<string, unknown> {

@@ -175,7 +175,11 @@ export class StoreReads {
       where.push(filter.jobId === undefined ? 'team = ?' : '+team = ?');
       params.push(filter.team);
     }
-    if (filter.jobId !== undefined) { where.push('job_id = ?'); params.push(filter.jobId); }
+    if (filter.jobId !== undefined) {
+      // runs_job_history is keyed by the job's seq (schema v3); an unknown job has none and no runs.
+      where.push('job_seq = (SELECT job_seq FROM jobs WHERE job_id = ?)');
+      params.push(filter.jobId);
+    }
     if (filter.pool !== undefined) { where.push('pool = ?'); params.push(filter.pool); }
     if (filter.status !== undefined) {
       // Inlined, not bound: only a literal lets SQLite pick the partial runs_dead index.

@@ -235,6 +235,10 @@ const migrations: readonly string[] = [
   UPDATE runs SET job_seq = (SELECT job_seq FROM jobs WHERE jobs.job_id = runs.job_id);
   DROP INDEX runs_active_by_job;
   CREATE INDEX runs_active_by_job ON runs (job_seq) WHERE finished_at IS NULL;
+  -- A job's history by its seq too: the entry each dispatched run adds lands beside those of
+  -- runs dispatched with it, where keyed by the job id it took a random page of its own.
+  DROP INDEX runs_job_history;
+  CREATE INDEX runs_job_history ON runs (job_seq, scheduled_at);
   `,
 ];
 
