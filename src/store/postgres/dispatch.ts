@@ -44,8 +44,7 @@ type RunOutcome = { runId: string; status: RunStatus; inserted: boolean };
 /** Everything one dispatch call will write, built in memory from what it read. */
 class DispatchPlan {
   readonly newRuns = new Map<string, { run: NewRun; outcome: RunOutcome }>();
-  /** Run id to job id: the queue rows are found through their job. */
-  readonly cancelRuns = new Map<string, string>();
+  readonly cancelRunIds = new Set<string>();
   readonly events: NewRunEvent[] = [];
   readonly consumedTimers: { timerId: string; fireAtMs: number }[] = [];
   readonly nextTimers: NewTimer[] = [];
@@ -208,7 +207,7 @@ function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: Occurren
       status = 'skipped_overlap';
       lastError = `overlap ${job.spec.overlap}: an earlier run is still active`;
     } else {
-      if (decision.action === 'replace') cancelRuns(plan, job.jobId, decision.cancelRunIds, active, runId);
+      if (decision.action === 'replace') cancelRuns(plan, decision.cancelRunIds, active, runId);
       held = decision.action === 'hold';
       active.push({ runId, status: 'ready', held });
       if (!held) plan.readyPools.add(job.spec.pool);
@@ -234,7 +233,7 @@ function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: Occurren
 }
 
 /** `replace`: earlier active runs are cancelled; their fencing tokens stop working. */
-function cancelRuns(plan: DispatchPlan, jobId: string, runIds: readonly string[], active: ActiveRun[], replacedBy: string): void {
+function cancelRuns(plan: DispatchPlan, runIds: readonly string[], active: ActiveRun[], replacedBy: string): void {
   for (const runId of runIds) {
     const index = active.findIndex((run) => run.runId === runId);
     const fromStatus = index >= 0 ? active[index]!.status : 'ready';
@@ -246,7 +245,7 @@ function cancelRuns(plan: DispatchPlan, jobId: string, runIds: readonly string[]
       planned.run.readyAtMs = null;
       planned.outcome.status = 'cancelled';
     } else {
-      plan.cancelRuns.set(runId, jobId);
+      plan.cancelRunIds.add(runId);
     }
     plan.events.push({
       runId, atMs: plan.nowMs, type: 'cancelled', fromStatus, toStatus: 'cancelled',
@@ -255,17 +254,14 @@ function cancelRuns(plan: DispatchPlan, jobId: string, runIds: readonly string[]
   }
 }
 
-/**
- * The queue row goes first: a lease holds the queue rows it claimed while it writes their
- * runs, so a transaction that locked a ready run's runs row and then waited for its queue
- * row could deadlock with it.
- */
+/** The runs row first, then its queue row, as every writer of a run does (worker-runs.ts). */
 const cancelRunsSql = prepared(
-  `WITH dequeued AS (
-     DELETE FROM active_runs WHERE job_id = ANY($3::text[]) AND run_id = ANY($1::text[]) RETURNING run_id
+  `WITH cancelled AS (
+     UPDATE runs SET status = 'cancelled', finished_at = $2, ready_at = NULL, lease_expires_at = NULL
+      WHERE run_id = ANY($1::text[]) AND status IN ('ready', 'running', 'retry_wait')
+     RETURNING run_id, job_id
    )
-   UPDATE runs r SET status = 'cancelled', finished_at = $2, ready_at = NULL, lease_expires_at = NULL
-     FROM dequeued WHERE r.run_id = dequeued.run_id`);
+   DELETE FROM active_runs q USING cancelled WHERE q.job_id = cancelled.job_id AND q.run_id = cancelled.run_id`);
 
 const updateJobsSql = prepared(
   `UPDATE jobs j SET timer_id = u.timer_id, next_fire_at = u.next_fire_at, next_scheduled_at = u.next_scheduled_at,
@@ -276,9 +272,8 @@ const updateJobsSql = prepared(
     WHERE j.job_id = u.job_id`);
 
 async function writePlan(tx: Transaction, plan: DispatchPlan, changedJobs: LockedJob[]): Promise<void> {
-  if (plan.cancelRuns.size > 0) {
-    await tx.query(cancelRunsSql,
-      [textArray([...plan.cancelRuns.keys()]), plan.nowMs, textArray([...new Set(plan.cancelRuns.values())])]);
+  if (plan.cancelRunIds.size > 0) {
+    await tx.query(cancelRunsSql, [textArray([...plan.cancelRunIds]), plan.nowMs]);
   }
   await insertRuns(tx, [...plan.newRuns.values()].map((entry) => entry.run));
   await appendEvents(tx, plan.events);

@@ -8,6 +8,10 @@
  * writes runs): a transaction here locks runs first, and locks a job row only to release a
  * `buffer_one` held run, after which it touches no run it had not locked already except
  * that held run, which dispatch never locks.
+ *
+ * A run's queue row (active_runs, schema version 3) is written only by a transaction that
+ * holds the run's runs row: every writer locks (or updates) the runs row first. The lease
+ * and the expiry skip runs rows others hold, so they never wait for a lock at all.
  */
 import { hasAttemptsLeft } from '../../domain/retry.js';
 import type { RetrySpec, RunStatus } from '../../domain/types.js';
@@ -20,22 +24,33 @@ import { appendEvents, releaseHeldRuns } from './writes.js';
 export const tokenPattern = /^\d{1,19}$/;
 
 /**
- * The claim, lease and its events in one statement. The claim walks active_runs_leasable in
- * (lane, due_at) order and locks queue rows only, so it reads only the rows it takes (plus
- * those skipped because another claimer holds them); the runs row then takes a HOT update,
- * as no index of runs covers a column a lease writes (schema version 3). `json_to_record`
- * reads `lease_s` and the payload from one parse of the job's spec (each `->` on a json
- * column parses the whole document again), and the payload is returned by the UPDATE
- * itself rather than by joining the job a second time.
+ * The claim, lease and its events in one statement.
+ *
+ * The claim walks active_runs_leasable in (lane, due_at) order, so it reads only the rows it
+ * takes (plus those skipped because another claimer holds them), and locks the runs rows,
+ * SKIP LOCKED: a lease never waits for a lock, and every other writer of a run locks its
+ * runs row before its queue row. The lock rechecks the join on the run's newest version, so
+ * a run another lease took after this statement's snapshot (whose queue row, as of that
+ * snapshot, still says ready) is skipped. Status and hold are join conditions, not filters
+ * on runs: as filters, the generic plan built on an empty schema scanned runs sequentially.
+ *
+ * The runs row then takes a HOT update (no index of runs covers a column a lease writes,
+ * schema version 3), found by the ctid of the version just locked, which no other
+ * transaction can replace while the lock is held. The queue row is found by its key, right
+ * whatever version of it the snapshot saw. `json_to_record` reads `lease_s` and the payload
+ * from one parse of the job's spec (each `->` on a json column parses the whole document
+ * again), and the payload is returned by the UPDATE itself rather than by joining the job a
+ * second time.
  */
 const leaseRunsSql = prepared(
   `WITH picked AS (
-     SELECT q.ctid AS queue_ctid, q.run_id, q.job_id, q.status AS from_status FROM active_runs q
+     SELECT r.ctid AS run_ctid, r.run_id, r.job_id, r.status AS from_status
+       FROM active_runs q JOIN runs r ON r.run_id = q.run_id AND r.status = q.status AND r.held = q.held
       WHERE q.pool = $1 AND q.status IN ('ready', 'retry_wait') AND NOT q.held AND q.due_at <= $2::bigint
         AND ($3::text IS NULL OR q.team = $3)
       ORDER BY q.lane, q.due_at
       LIMIT $4
-      FOR UPDATE SKIP LOCKED
+      FOR UPDATE OF r SKIP LOCKED
    ), leased AS (
      UPDATE runs r SET status = 'running', attempt = r.attempt + 1, fencing_token = nextval('tickler_tokens'),
                        lease_ms = COALESCE($5::int, s.lease_s * 1000),
@@ -43,12 +58,12 @@ const leaseRunsSql = prepared(
                        started_at = $2, worker_id = $6, ready_at = NULL
        FROM picked p JOIN jobs j ON j.job_id = p.job_id
             CROSS JOIN LATERAL json_to_record(j.spec) AS s(lease_s int, payload json)
-      WHERE r.run_id = p.run_id
+      WHERE r.ctid = p.run_ctid
      RETURNING r.run_id, r.job_id, r.team, r.lane, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
-               r.fencing_token::text AS fencing_token, r.lease_expires_at, p.from_status, s.payload, p.queue_ctid
+               r.fencing_token::text AS fencing_token, r.lease_expires_at, p.from_status, s.payload
    ), queued AS (
      UPDATE active_runs q SET status = 'running', due_at = leased.lease_expires_at
-       FROM leased WHERE q.ctid = leased.queue_ctid
+       FROM leased WHERE q.job_id = leased.job_id AND q.run_id = leased.run_id
    ), events AS (
      INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
      SELECT run_id, $2, 'leased', from_status, 'running',

@@ -79,7 +79,7 @@ export interface NewRun {
 }
 
 /** The statuses a run has while it has a row in active_runs (schema version 3). */
-export const activeStatusesSql = `('ready', 'running', 'retry_wait')`;
+const activeStatusesSql = `('ready', 'running', 'retry_wait')`;
 
 const insertRunsSql = prepared(
   `WITH inserted AS (
@@ -146,14 +146,23 @@ export async function appendEvents(transaction: Transaction, events: readonly Ne
     ]);
 }
 
+/**
+ * The held runs are found through the queue (read, not locked: the caller holds the jobs'
+ * rows, as dispatch does when it holds a run), then written runs row first, as every writer
+ * of a run does (worker-runs.ts).
+ */
 const releaseHeldRunsSql = prepared(
-  `WITH released AS (
-     UPDATE active_runs q SET held = false, due_at = $2
+  `WITH releasable AS (
+     SELECT q.run_id FROM active_runs q
       WHERE q.job_id = ANY($1::text[]) AND q.held AND q.status = 'ready'
         AND NOT EXISTS (SELECT 1 FROM active_runs a WHERE a.job_id = q.job_id AND NOT a.held)
-     RETURNING q.run_id, q.pool
-   ), runs_released AS (
-     UPDATE runs r SET held = false, ready_at = $2 FROM released WHERE r.run_id = released.run_id
+   ), released AS (
+     UPDATE runs r SET held = false, ready_at = $2 FROM releasable
+      WHERE r.run_id = releasable.run_id AND r.held AND r.status = 'ready'
+     RETURNING r.run_id, r.job_id, r.pool
+   ), queued AS (
+     UPDATE active_runs q SET held = false, due_at = $2
+       FROM released WHERE q.job_id = released.job_id AND q.run_id = released.run_id
    )
    SELECT run_id, pool FROM released`);
 
