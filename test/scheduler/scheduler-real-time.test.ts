@@ -77,3 +77,41 @@ test('a pass that can only hold its timers back yields to the event loop, and th
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+/** Real time that remembers every instant a timer was armed for. */
+class ArmRecordingClock extends SystemClock {
+  readonly armedAtMs: number[] = [];
+
+  override setTimer(atMs: number, callback: () => void | Promise<void>): ReturnType<SystemClock['setTimer']> {
+    this.armedAtMs.push(atMs);
+    return super.setTimer(atMs, callback);
+  }
+}
+
+test('in real time the wake is armed for the earliest timer itself, not for the last one of its wheel tick', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tickler-scheduler-rt-'));
+  const store = await openSqliteStore({ path: join(dir, 'tickler.db') });
+  const clock = new ArmRecordingClock();
+  try {
+    const nowMs = clock.nowMs();
+    // Two timers in one 10 ms wheel tick, a minute ahead (the test never waits for them).
+    const tickStartMs = Math.ceil((nowMs + 60_000) / 10) * 10;
+    await store.createJobs([tickStartMs + 3, tickStartMs + 8].map((atMs) =>
+      jobInput(jobSpec({ at: new Date(atMs).toISOString() }), nowMs)), nowMs);
+    const scheduler = new Scheduler({
+      store, clock, metrics: new Metrics(), timing: timingDefaults, logger: silentLogger(), nodeId: 'node-a',
+      forceFirstAcquire: false, fullReloadEveryRefreshes: 10,
+    });
+    await scheduler.start();
+    try {
+      const wakes = clock.armedAtMs.filter((atMs) => atMs >= tickStartMs && atMs < tickStartMs + 10);
+      // Until the fourth session the wake waited for the tick's last timer: 5 ms late for the first.
+      assert.deepEqual(wakes, [tickStartMs + 3]);
+    } finally {
+      await scheduler.stop();
+    }
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
