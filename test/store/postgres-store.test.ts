@@ -269,6 +269,43 @@ void describe('postgres store', { skip: skip ?? false }, () => {
     }
   });
 
+  void it('a replace dispatch waits for a transaction holding the running run, which goes on to its queue row', async () => {
+    // Every writer of a run locks its runs row before its queue row (active_runs). Here a
+    // transaction holds the running run's runs row, as a completion does between its two
+    // writes; the replace dispatch that cancels that run must then wait without holding the
+    // queue row, or the completion's next write waits for it and one of them dies a deadlock.
+    const handle = await openTestStore();
+    const holder = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
+    await holder.connect();
+    try {
+      const { store } = handle;
+      const job = await createJob(store, { spec: { overlap: 'replace' } });
+      const { runId } = await firePending(store, job, t0Ms + minuteMs);
+      assert.equal((await leaseOne(store, t0Ms + minuteMs))?.runId, runId);
+      await holder.query(`SET search_path = "${handle.schema}"`);
+      await holder.query('BEGIN');
+      await holder.query('UPDATE runs SET worker_id = worker_id WHERE run_id = $1', [runId]);
+      const fired = firePending(store, job, t0Ms + 2 * minuteMs);
+      // Waits until the dispatch is blocked on a lock (the runs row the holder has). Inside a
+      // transaction pg_stat_activity is a snapshot, refreshed here before each look.
+      for (let polls = 0; ; polls++) {
+        await holder.query('SELECT pg_stat_clear_snapshot()');
+        const waiting = await holder.query(`SELECT 1 FROM pg_stat_activity
+          WHERE wait_event_type = 'Lock' AND query LIKE '%cancelled%' AND pid <> pg_backend_pid()`);
+        if (waiting.rows.length > 0) break;
+        assert.ok(polls < 500, 'the dispatch waits for the runs row');
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      await holder.query('DELETE FROM active_runs WHERE job_id = $1 AND run_id = $2', [job.jobId, runId]);
+      await holder.query('ROLLBACK');
+      assert.equal((await fired).result.kind, 'dispatched');
+      assert.equal((await store.getRun(null, runId))?.status, 'cancelled');
+    } finally {
+      await holder.end();
+      await handle.cleanup();
+    }
+  });
+
   void it('answers each completion of a batch of successes on its own: the first of a pair completes, misses say why', async () => {
     const handle = await openTestStore();
     try {
