@@ -7,6 +7,10 @@
  * - the earliest `ready_at` of a retry in the pool (`store.nextReadyAtMs`), armed on the
  *   injected clock, so retries come due under the virtual clock too.
  *
+ * Before either, a store that can (`Store.setDispatchLeaser`, the embedded one) leases the
+ * runs a dispatch makes ready to parked waiters inside that dispatch's transaction: a
+ * waiter it serves is answered when the dispatch commits, with no transaction of its own.
+ *
  * Wake-ups are coalesced: a pool is drained by one loop at a time, which serves waiters in
  * arrival order and stops at the first short answer (the pool is empty for that team);
  * wake-ups arriving meanwhile only mark the loop to go round once more.
@@ -20,7 +24,7 @@
  */
 import type { Clock, TimerHandle } from '../clock.js';
 import type { Logger } from '../obs/log.js';
-import type { LeasedRun, LeaseRunsRequest, Store, TeamScope } from '../store/store.js';
+import type { DispatchLeaseClaim, LeasedRun, LeaseRunsRequest, Store, TeamScope } from '../store/store.js';
 
 /** Passes in a row that may find a run ready "now" yet not lease it before backing off. */
 const readyNowPassesMax = 3;
@@ -65,6 +69,7 @@ export class LeaseWaiters {
 
   constructor(private readonly store: Store, private readonly clock: Clock, private readonly logger: Logger) {
     this.unsubscribe = store.onRunsReady((pool) => this.wake(pool));
+    store.setDispatchLeaser?.((pool, nowMs) => this.claim(pool, nowMs));
   }
 
   /** Leases at once, or waits up to `waitMs` for runs of the pool; answers [] on timeout. */
@@ -95,6 +100,7 @@ export class LeaseWaiters {
   close(): void {
     this.closed = true;
     this.unsubscribe();
+    this.store.setDispatchLeaser?.(null);
     for (const [pool, queue] of this.pools) {
       for (const waiter of queue.waiters) this.settle(waiter, []);
       queue.readyTimer?.handle.cancel();
@@ -155,7 +161,8 @@ export class LeaseWaiters {
     const drainedScopes = new Set<string>();
     let allDrained = false;
     for (const waiter of [...queue.waiters]) {
-      if (waiter.settled || this.closed) continue;
+      // A waiter a dispatch is leasing to (a claim) is answered by that dispatch.
+      if (waiter.settled || waiter.leasing || this.closed) continue;
       const scope = waiter.request.scope;
       if (allDrained || (scope !== null && drainedScopes.has(scope))) continue;
       waiter.leasing = true;
@@ -206,6 +213,26 @@ export class LeaseWaiters {
     });
     queue.readyTimer = { atMs: earliestMs, handle };
     return false;
+  }
+
+  /**
+   * For the store's dispatch (`Store.setDispatchLeaser`): the oldest waiter of the pool that
+   * nothing is serving, marked as being served, with what to lease for it. Its `settle`
+   * answers the waiter with the runs leased, or leaves it waiting when there were none.
+   */
+  private claim(pool: string, nowMs: number): DispatchLeaseClaim | null {
+    if (this.closed) return null;
+    const waiter = this.pools.get(pool)?.waiters.find((candidate) =>
+      !candidate.settled && !candidate.leasing && !candidate.expired && candidate.request.signal?.aborted !== true);
+    if (waiter === undefined) return null;
+    waiter.leasing = true;
+    return {
+      request: { ...this.storeRequest(waiter.request), nowMs },
+      settle: (runs) => {
+        waiter.leasing = false;
+        if (runs.length > 0 || waiter.expired) this.settle(waiter, runs);
+      },
+    };
   }
 
   private forgetIfIdle(pool: string, queue: PoolQueue): void {

@@ -170,6 +170,23 @@ export interface LeasedRun {
   leaseExpiresAtMs: number;
 }
 
+/**
+ * A parked long-poll lease, handed to the store so that a dispatch can lease it runs in its
+ * own transaction (see `Store.setDispatchLeaser`).
+ */
+export interface DispatchLeaseClaim {
+  /** What to lease: the waiter's pool, team, max, lease length and worker, at the dispatch's time. */
+  request: LeaseRunsRequest;
+  /**
+   * Called once: after the commit with the runs leased (perhaps none: the waiter keeps
+   * waiting), or with none when the dispatch failed (nothing it leased was committed).
+   */
+  settle(runs: LeasedRun[]): void;
+}
+
+/** Claims the next parked waiter of `pool` not already being served, or answers null. */
+export type DispatchLeaser = (pool: string, nowMs: number) => DispatchLeaseClaim | null;
+
 export type HeartbeatOutcome =
   | { kind: 'extended'; leaseExpiresAtMs: number }
   | { kind: 'not_found' }
@@ -271,6 +288,12 @@ export interface Store extends StoreNotifications {
 
   // Workers --------------------------------------------------------------------------------
   leaseRuns(request: LeaseRunsRequest): Promise<LeasedRun[]>;
+  /**
+   * Optional: lets a dispatch lease the runs it makes ready to parked waiters in its own
+   * transaction, instead of a lease transaction per waiter after it (the embedded store).
+   * A store without it leaves waiters to onRunsReady alone, which is always correct.
+   */
+  setDispatchLeaser?(leaser: DispatchLeaser | null): void;
   heartbeatRun(team: TeamScope, runId: string, fencingToken: string, nowMs: number): Promise<HeartbeatOutcome>;
   completeRun(request: CompleteRequest): Promise<CompleteOutcome>;
   /** Re-offers, kills or abandons runs whose worker lease ran out before `nowMs`. */

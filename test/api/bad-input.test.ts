@@ -254,7 +254,10 @@ describe('store outage', () => {
       get(target, property, receiver) {
         const value = Reflect.get(target, property, receiver) as unknown;
         if (typeof value !== 'function') return value;
-        if (property === 'close' || property === 'onRunsReady' || property === 'onNearTimers') return value.bind(target);
+        // Registrations touch no storage: they work through an outage.
+        if (property === 'close' || property === 'onRunsReady' || property === 'onNearTimers' || property === 'setDispatchLeaser') {
+          return value.bind(target);
+        }
         return () => Promise.reject(error());
       },
     });

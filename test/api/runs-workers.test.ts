@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { cronJob, startHarness, type Harness } from './harness.js';
 import type { LeaseWaiters } from '../../src/service/lease-waiters.js';
 import { shardOf as shardOfJob } from '../../src/domain/identity.js';
+import type { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { firePending } from '../store/conformance-fixtures.js';
 
 async function triggeredRun(h: Harness, pool = 'billing'): Promise<{ jobId: string; runId: string }> {
   const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool, payload: { invoice: 7 } }) });
@@ -194,6 +196,21 @@ describe('workers: long-poll', () => {
     assert.equal(answer.json.runs.length, 1);
     assert.equal(answer.json.runs[0].run_id, trigger.json.run_id);
     assert.ok(waitedMs < 1000, `answered after ${waitedMs} ms`);
+  });
+
+  it('answers a parked worker from the dispatch itself, without a lease transaction of its own', async () => {
+    const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool: 'inline' }) });
+    const waiting = h.call('POST', '/v1/workers/lease', { body: { pool: 'inline', max: 5, wait_s: 30 } });
+    await waitFor(() => parkedWaiters(h) === 1);
+    const store = h.store as SqliteStore;
+    const job = (await store.getJob(null, created.json.job_id))!;
+    const transactionsBefore = store.groupCommitStats.transactions;
+    const { runId } = await firePending(store, job, h.clock.nowMs());
+    const answer = await waiting;
+    assert.deepEqual(answer.json.runs.map((run: { run_id: string }) => run.run_id), [runId]);
+    // The shard grant and the dispatch, which leased the run to the waiter.
+    assert.equal(store.groupCommitStats.transactions - transactionsBefore, 2);
+    assert.equal(parkedWaiters(h), 0);
   });
 
   it('wakes a waiter when a retry comes due under the virtual clock', async () => {

@@ -94,8 +94,10 @@ test('in real time the wake is armed for the earliest timer itself, not for the 
   const clock = new ArmRecordingClock();
   try {
     const nowMs = clock.nowMs();
-    // Two timers in one 10 ms wheel tick, a minute ahead (the test never waits for them).
-    const tickStartMs = Math.ceil((nowMs + 60_000) / 10) * 10;
+    // Two timers in one 10 ms wheel tick, 100 s ahead: inside the load horizon (300 s), past
+    // every periodic timer a starting node arms (the longest, reconciliation, at 60 s), and
+    // never waited for.
+    const tickStartMs = Math.ceil((nowMs + 100_000) / 10) * 10;
     await store.createJobs([tickStartMs + 3, tickStartMs + 8].map((atMs) =>
       jobInput(jobSpec({ at: new Date(atMs).toISOString() }), nowMs)), nowMs);
     const scheduler = new Scheduler({

@@ -11,6 +11,7 @@ import { openSqliteStore } from '../../src/store/sqlite/index.js';
 import { encodeCursor } from '../../src/store/sqlite/rows.js';
 import { migrate, schemaVersion } from '../../src/store/sqlite/schema.js';
 import { runIdOf } from '../../src/domain/identity.js';
+import type { DispatchLeaseClaim, LeasedRun } from '../../src/store/store.js';
 import { runStoreConformance, type StoreHandle } from './conformance.js';
 import { runRaceConformance } from './conformance-race.js';
 import {
@@ -192,6 +193,48 @@ void describe('sqlite store: what only the embedded store has', () => {
         WHERE j.job_id IS NOT r.job_id`).pluck().get(), 0, 'every run names its job by the job seq (v3)');
       upgraded.close();
     } finally {
+      await removeDirectory();
+    }
+  });
+
+  void it('leases to a claimed waiter inside the dispatch transaction, and settles a claim with nothing when it fails', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    const store = await openSqliteStore({ path });
+    try {
+      const settled: LeasedRun[][] = [];
+      const claims: DispatchLeaseClaim[] = [];
+      let max = 5;
+      store.setDispatchLeaser((pool, nowMs) => {
+        if (claims.length >= 1) return null;
+        const claim: DispatchLeaseClaim = {
+          request: { team: null, pool, max, leaseMs: 30_000, workerId: 'parked', nowMs },
+          settle: (runs) => settled.push(runs),
+        };
+        claims.push(claim);
+        return claim;
+      });
+      const job = await createJob(store);
+      const dispatchAtMs = t0Ms + minuteMs;
+      const transactionsBefore = store.groupCommitStats.transactions;
+      const { runId } = await firePending(store, job, dispatchAtMs);
+      // ownShard's grant, then the dispatch with its lease: no lease transaction of its own.
+      assert.equal(store.groupCommitStats.transactions - transactionsBefore, 2);
+      assert.deepEqual(settled.map((runs) => runs.map((run) => run.runId)), [[runId]]);
+      const run = await store.getRun(null, runId);
+      assert.equal(run?.status, 'running');
+      assert.deepEqual(run?.events.map((event) => [event.type, event.atMs]), [['dispatched', dispatchAtMs], ['leased', dispatchAtMs]]);
+
+      // A lease that throws inside the dispatch (max 0 breaks its precondition) rolls the whole
+      // dispatch back, and the claim is settled with nothing: the waiter keeps waiting.
+      claims.length = 0;
+      settled.length = 0;
+      max = 0;
+      const other = await createJob(store);
+      await assert.rejects(firePending(store, other, dispatchAtMs));
+      assert.deepEqual(settled, [[]]);
+      assert.equal(await store.getRun(null, runIdOf(other.jobId, dispatchAtMs)), null, 'the dispatch was rolled back');
+    } finally {
+      await store.close();
       await removeDirectory();
     }
   });

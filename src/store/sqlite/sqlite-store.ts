@@ -18,7 +18,7 @@ import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
 import type {
   CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchResult, ExpiredLease,
   HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun, LoadTimersQuery,
-  LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, Store, TeamScope, TimerWrite,
+  LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, Store, TeamScope, TimerWrite, DispatchLeaseClaim, DispatchLeaser,
 } from '../store.js';
 import { Dispatcher } from './dispatch.js';
 import { GroupCommitQueue, type OperationOutcome, type QueuedOperation } from './group-commit.js';
@@ -115,6 +115,7 @@ export class SqliteStore implements Store {
   private readonly walSync: WalSync | null;
   private readonly checkpointer: Checkpointer;
   private closed = false;
+  private dispatchLeaser: DispatchLeaser | null = null;
 
   private readonly groupTransaction: Database.Transaction<(body: () => unknown) => unknown>;
   private readonly savepoint: { begin: Database.Statement; release: Database.Statement; rollback: Database.Statement };
@@ -245,8 +246,44 @@ export class SqliteStore implements Store {
    */
   async dispatch(items: readonly DispatchItem[], nowMs: number): Promise<DispatchResult[]> {
     if (items.length === 0) return [];
-    return this.write(items.length, () => this.dispatcher.dispatch(items, nowMs), (done) => this.emit(done.effects),
-      { durable: false }).then((done) => done.results);
+    const served: { claim: DispatchLeaseClaim; runs: LeasedRun[] }[] = [];
+    return this.write(items.length, () => {
+      const done = this.dispatcher.dispatch(items, nowMs);
+      this.leaseToWaiters(done.effects.readyPools, nowMs, served);
+      return done;
+    }, (done) => {
+      for (const { claim, runs } of served) claim.settle(runs);
+      this.emit(done.effects);
+    }, { durable: false }).then((done) => done.results, (error: unknown) => {
+      // Nothing leased was committed: the claimed waiters go back to waiting.
+      for (const { claim } of served) claim.settle([]);
+      throw error;
+    });
+  }
+
+  setDispatchLeaser(leaser: DispatchLeaser | null): void {
+    this.dispatchLeaser = leaser;
+  }
+
+  /**
+   * Inside a dispatch's transaction: leases the runs it made ready to the waiters parked for
+   * their pools, in the waiters' order, until one is answered short (its pool is empty for
+   * its team). It saves each waiter a lease transaction of its own after the dispatch, and
+   * the wake-up and read before it: at 2,000 timers a second those were a third of the
+   * server's transactions. Waiters it does not serve are woken by onRunsReady as before.
+   */
+  private leaseToWaiters(readyPools: readonly string[], nowMs: number,
+    served: { claim: DispatchLeaseClaim; runs: LeasedRun[] }[]): void {
+    if (this.dispatchLeaser === null) return;
+    for (const pool of new Set(readyPools)) {
+      for (let claim = this.dispatchLeaser(pool, nowMs); claim !== null; claim = this.dispatchLeaser(pool, nowMs)) {
+        // Pushed before leasing, so that a failure settles this claim too.
+        const entry = { claim, runs: [] as LeasedRun[] };
+        served.push(entry);
+        entry.runs = this.runTransitions.lease(claim.request);
+        if (entry.runs.length < claim.request.max) break;
+      }
+    }
   }
 
   async findJobsWithoutTimer(limit: number): Promise<JobRecord[]> {
