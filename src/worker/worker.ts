@@ -81,13 +81,20 @@ type WorkerState = 'created' | 'running' | 'stopping' | 'stopped';
 const waitSecondsDefault = 20;
 const leaseLingerMsDefault = 5;
 const errorBackoffMsBase = 100;
-const errorBackoffMsMax = 10_000;
+/**
+ * 2 s, as ioredis reconnects (BullMQ's workers): a worker must find a restarted server within
+ * seconds. With a 10 s cap, workers that had been failing through a 5 s outage slept up to
+ * 7 s past the server's return (bench:peers W8: the first handler 6.8 s after a restart that
+ * was ready in 0.9 s). Jitter spreads the reconnects; a server that wants fewer sends
+ * Retry-After, which wins.
+ */
+const errorBackoffMsMax = 2_000;
 
 export function createWorker(options: WorkerOptions): Worker {
   return new PullWorker(options);
 }
 
-/** Backoff after the n-th consecutive lease error: 100 ms doubling to 10 s, ×0.5–1.5 jitter. */
+/** Backoff after the n-th consecutive lease error: 100 ms doubling to 2 s, ×0.5–1.5 jitter; Retry-After wins. */
 export function leaseErrorBackoffMs(consecutiveErrors: number, random: () => number, retryAfterS?: number): number {
   const exponentialMs = Math.min(errorBackoffMsBase * 2 ** Math.max(0, consecutiveErrors - 1), errorBackoffMsMax);
   const jitteredMs = exponentialMs * (0.5 + random());

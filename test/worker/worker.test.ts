@@ -367,10 +367,11 @@ describe('createWorker', () => {
 });
 
 describe('leaseErrorBackoffMs', () => {
-  test('doubles from 100 ms to a 10 s cap, jittered ×0.5–1.5, and honours Retry-After', () => {
+  test('doubles from 100 ms to a 2 s cap, jittered ×0.5–1.5, and honours Retry-After', () => {
     assert.equal(leaseErrorBackoffMs(1, () => 0.5), 100);
     assert.equal(leaseErrorBackoffMs(3, () => 0.5), 400);
-    assert.equal(leaseErrorBackoffMs(30, () => 0.5), 10_000);
+    assert.equal(leaseErrorBackoffMs(30, () => 0.5), 2_000);
+    assert.equal(leaseErrorBackoffMs(5, () => 0.5), 1_600);
     assert.equal(leaseErrorBackoffMs(1, () => 0), 50);
     assert.equal(leaseErrorBackoffMs(1, () => 0.999_999) < 150, true);
     assert.equal(leaseErrorBackoffMs(1, () => 0.5, 2), 2_000);
