@@ -146,7 +146,13 @@ export class ShardLeaseManager {
     await this.renew();
     await planner.refresh?.(nodeId, clock.nowMs());
     if (planner.isSatisfied(this.held.size)) return;
-    const allLeases = await store.listShardLeases();
+    // Leases recorded under this node's id that this process does not hold are a predecessor's
+    // under the same id (a restart with a stable --node-id): the store grants them to this id
+    // at once, so the planner must see them as free, not as shards this node already has. Seen
+    // as ours, they were wanted only once they expired: a restarted node fired again 6.8 s
+    // after it was up (bench:peers W8 on PostgreSQL, 10 s TTL).
+    const allLeases = (await store.listShardLeases())
+      .filter((lease) => lease.nodeId !== nodeId || this.held.has(lease.shard));
     this.lookAgainAtMs = planner.nextChangeAtMs?.(nodeId, allLeases, clock.nowMs()) ?? null;
     const surplus = planner.surplusShards(nodeId, allLeases, clock.nowMs()).filter((shard) => this.held.has(shard));
     if (surplus.length > 0) await this.release(surplus);

@@ -77,6 +77,40 @@ void describe('shard lease manager on PostgreSQL', { skip: skip ?? false }, () =
     }
   });
 
+  void it('a node restarted under the same id takes its predecessor\'s shards at once, not when their leases expire', async () => {
+    const handle = await openTestStore({ useDatabaseClock: false });
+    const memberships: ClusterMembership[] = [];
+    const startNode = async (clock: VirtualClock): Promise<ShardLeaseManager> => {
+      const membership = await openPostgresMembership({ url: testPgUrl, schema: handle.schema, useDatabaseClock: false,
+        logger: silentLogger() });
+      memberships.push(membership);
+      return new ShardLeaseManager({
+        store: handle.store, clock, nodeId: 'node-a', timing, metrics: new Metrics(), logger: silentLogger(),
+        planner: clusterPlanner({ membership, membershipTtlMs: timing.shardLeaseTtlMs }),
+        onGained: () => undefined, onLost: () => undefined,
+      });
+    };
+    try {
+      const before = new VirtualClock(startMs);
+      const killed = await startNode(before);
+      await killed.start();
+      await before.advance(3_000);
+      assert.equal(killed.ownedShards().length, shardCount);
+      const tokensBefore = new Map((await handle.store.listShardLeases()).map((lease) => [lease.shard, BigInt(lease.token)]));
+      // kill -9: its clock stops, and its leases stay in the table under node-a for 10 s more.
+      const restarted = await startNode(new VirtualClock(startMs + 5_000));
+      await restarted.start();
+      assert.equal(restarted.ownedShards().length, shardCount, 'every shard at the first cycle, not at the leases\' expiry');
+      // Fresh grants: the predecessor's tokens are fenced out, should it still be dispatching.
+      for (const lease of await handle.store.listShardLeases()) {
+        assert.ok(BigInt(lease.token) > tokensBefore.get(lease.shard)!, `shard ${lease.shard} was granted anew`);
+      }
+    } finally {
+      for (const membership of memberships) await membership.close();
+      await handle.cleanup();
+    }
+  });
+
   void it('when two survivors reach for the same shards at once, the one refused looks again at once, not a cycle later', async () => {
     const handle = await openTestStore({ useDatabaseClock: false });
     const nodes: (Node & { acquires: { wanted: number; granted: number }[] })[] = [];

@@ -49,7 +49,8 @@ export class TicklerAdapter implements SystemAdapter {
     this.attached = attached;
     this.settings = `tickler serve defaults (${storeKind === 'sqlite' ? 'embedded SQLite' : 'PostgreSQL 15'}); ` +
       `SDK createWorker, concurrency ${workerConcurrency}, prefetch ${workerConcurrency} (as graphile-worker's local ` +
-      'queue), long-poll wait_s 20, over HTTP; W6 jobs with overlap allow and tolerance_s 0';
+      'queue), long-poll wait_s 20, over HTTP; W6 jobs with overlap allow and tolerance_s 0' +
+      (storeKind === 'postgres' ? '; --node-id peers-node, the same across the W8 restart (as the README advises)' : '');
   }
 
   async start(): Promise<void> {
@@ -59,7 +60,10 @@ export class TicklerAdapter implements SystemAdapter {
     }
     this.dataDir = makeTempDir('tickler-peers-');
     if (this.storeKind === 'postgres') this.database = await createFreshDatabase('tickler');
-    const storeArgs = this.database === undefined ? [] : ['--store', this.database.url];
+    // On PostgreSQL a stable --node-id, as the README advises for scheduler nodes: a node
+    // restarted under the same id takes its shard leases back at once (W8) instead of waiting
+    // out the 10 s TTL of the leases its killed predecessor held under another id.
+    const storeArgs = this.database === undefined ? [] : ['--store', this.database.url, '--node-id', 'peers-node'];
     const profiling = this.cpuProfileDir === undefined ? {} : { cpuProfileDir: this.cpuProfileDir };
     this.process = await startBenchServer({ dataDir: this.dataDir.dir, args: storeArgs, ...profiling });
     this.connect(this.process.url);
