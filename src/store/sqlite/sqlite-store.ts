@@ -16,9 +16,9 @@ import { groupCommitMax, timingDefaults } from '../../limits.js';
 import type { Logger } from '../../obs/log.js';
 import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
 import type {
-  CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchResult, ExpiredLease,
-  HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun, LoadTimersQuery,
-  LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, Store, TeamScope, TimerWrite, DispatchLeaseClaim, DispatchLeaser,
+  CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchLeaseClaim, DispatchLeaser,
+  DispatchResult, ExpiredLease, HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun,
+  LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, Store, TeamScope, TimerWrite,
 } from '../store.js';
 import { Dispatcher } from './dispatch.js';
 import { GroupCommitQueue, type OperationOutcome, type QueuedOperation } from './group-commit.js';
@@ -246,7 +246,7 @@ export class SqliteStore implements Store {
    */
   async dispatch(items: readonly DispatchItem[], nowMs: number): Promise<DispatchResult[]> {
     if (items.length === 0) return [];
-    const served: { claim: DispatchLeaseClaim; runs: LeasedRun[] }[] = [];
+    const served: ServedClaim[] = [];
     return this.write(items.length, () => {
       const done = this.dispatcher.dispatch(items, nowMs);
       this.leaseToWaiters(done.effects.readyPools, nowMs, served);
@@ -272,13 +272,12 @@ export class SqliteStore implements Store {
    * the wake-up and read before it: at 2,000 timers a second those were a third of the
    * server's transactions. Waiters it does not serve are woken by onRunsReady as before.
    */
-  private leaseToWaiters(readyPools: readonly string[], nowMs: number,
-    served: { claim: DispatchLeaseClaim; runs: LeasedRun[] }[]): void {
+  private leaseToWaiters(readyPools: readonly string[], nowMs: number, served: ServedClaim[]): void {
     if (this.dispatchLeaser === null) return;
     for (const pool of new Set(readyPools)) {
       for (let claim = this.dispatchLeaser(pool, nowMs); claim !== null; claim = this.dispatchLeaser(pool, nowMs)) {
         // Pushed before leasing, so that a failure settles this claim too.
-        const entry = { claim, runs: [] as LeasedRun[] };
+        const entry: ServedClaim = { claim, runs: [] };
         served.push(entry);
         entry.runs = this.runTransitions.lease(claim.request);
         if (entry.runs.length < claim.request.max) break;
@@ -440,6 +439,12 @@ export class SqliteStore implements Store {
   private assertOpen(): void {
     if (this.closed) throw new TicklerError('unavailable', 'the store is closed');
   }
+}
+
+/** A waiter a dispatch leased to, with what it got; settled after the commit. */
+interface ServedClaim {
+  claim: DispatchLeaseClaim;
+  runs: LeasedRun[];
 }
 
 /** A database another process keeps locked past the busy timeout is unavailable, and retryable. */
