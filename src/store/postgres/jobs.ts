@@ -105,18 +105,33 @@ export function changeJob(context: StoreContext, change: JobChange): Promise<Job
   });
 }
 
-export function cancelJob(context: StoreContext, team: TeamScope, jobId: string, nowMs: number): Promise<JobRecord | null> {
-  return transaction(context, 'cancelJob', async (tx) => {
-    const row = await lockJob(tx, team, jobId);
-    if (row === undefined) return null;
-    if (row.state === 'cancelled') return jobFromRow(row);
-    await deletePendingTimer(tx, row);
-    const updated = await tx.query<JobRow>(
-      `UPDATE jobs SET state = 'cancelled', timer_id = NULL, next_fire_at = NULL, next_scheduled_at = NULL,
-                       version = version + 1, updated_at = $2
-        WHERE job_id = $1 RETURNING ${jobColumns}`, [row.job_id, nowMs]);
-    return jobFromRow(updated.rows[0]!);
-  });
+/**
+ * One statement, as `cancelJobsByKeyPrefix`: the job is locked, cancelled and its pending timer
+ * deleted together; an already cancelled job is answered as it is. It was a transaction of
+ * five round trips (BEGIN, lock, delete, update, COMMIT): one at a time from 64 callers,
+ * 1,510 cancels/s (bench:peers W5).
+ */
+const cancelJobSql = `WITH old AS (
+     SELECT job_id AS old_job_id, state AS old_state, timer_id AS old_timer_id, next_fire_at AS old_fire_at
+       FROM jobs WHERE job_id = $1 AND ($2::text IS NULL OR team = $2) FOR UPDATE
+   ), cancelled AS (
+     UPDATE jobs SET state = 'cancelled', timer_id = NULL, next_fire_at = NULL, next_scheduled_at = NULL,
+                     version = version + 1, updated_at = $3
+       FROM old WHERE job_id = old.old_job_id AND old.old_state <> 'cancelled'
+     RETURNING ${jobColumns}
+   ), removed AS (
+     DELETE FROM timers t USING old
+      WHERE old.old_state <> 'cancelled' AND t.fire_at = old.old_fire_at AND t.timer_id = old.old_timer_id
+   )
+   SELECT ${jobColumns} FROM cancelled
+   UNION ALL
+   SELECT ${jobColumns} FROM jobs WHERE job_id = (SELECT old_job_id FROM old WHERE old_state = 'cancelled')`;
+
+export async function cancelJob(context: StoreContext, team: TeamScope, jobId: string, nowMs: number):
+  Promise<JobRecord | null> {
+  const result = await query<JobRow>(context, 'cancelJob', cancelJobSql, [jobId, team, nowMs]);
+  const row = result.rows[0];
+  return row === undefined ? null : jobFromRow(row);
 }
 
 /** One statement: the jobs are locked, cancelled and their timers deleted together. */
