@@ -2,7 +2,7 @@
 // DLQ, lease expiry, the overlap policies, and two store instances racing for one run.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Store } from '../../src/store/store.js';
+import type { DispatchLeaseClaim, LeasedRun, Store } from '../../src/store/store.js';
 import type { JobSpec } from '../../src/domain/types.js';
 import {
   createJob, firePending, leaseOne, leaseTtlMs, minuteMs, t0Ms, withStore, type OpenStore,
@@ -26,6 +26,34 @@ async function readyRun(store: Store, spec: Partial<JobSpec> = {}): Promise<{ ru
 const dispatchedAtMs = t0Ms + minuteMs;
 
 function runLeaseTests(open: OpenStore): void {
+  void it('leases to parked waiters inside the dispatch, in order, until one is answered short', () =>
+    withStore(open, async (store) => {
+      assert.ok(store.setDispatchLeaser !== undefined, 'both stores lease inside the dispatch');
+      const settled: { waiter: string; runIds: string[] }[] = [];
+      const waiters = ['first', 'second', 'third'];
+      store.setDispatchLeaser((pool, nowMs) => {
+        const waiter = waiters.shift();
+        if (waiter === undefined) return null;
+        const claim: DispatchLeaseClaim = {
+          request: { team: null, pool, max: 1, leaseMs: 30_000, workerId: waiter, nowMs },
+          settle: (runs: LeasedRun[]) => settled.push({ waiter, runIds: runs.map((run) => run.runId) }),
+        };
+        return claim;
+      });
+      const job = await createJob(store);
+      const { runId } = await firePending(store, job, dispatchedAtMs);
+      // The first waiter took the one run; the second was answered short, which ends the pass
+      // (it keeps waiting); the third was never claimed.
+      assert.deepEqual(settled, [{ waiter: 'first', runIds: [runId] }, { waiter: 'second', runIds: [] }]);
+      assert.deepEqual(waiters, ['third']);
+      const run = await store.getRun(null, runId);
+      assert.equal(run?.status, 'running');
+      assert.equal(run?.workerId, 'first');
+      assert.deepEqual(run?.events.map((event) => [event.type, event.atMs]),
+        [['dispatched', dispatchedAtMs], ['leased', dispatchedAtMs]]);
+      store.setDispatchLeaser(null);
+    }));
+
   void it('leases a ready run once, with a token; heartbeats extend; a stale token changes nothing', () =>
     withStore(open, async (store) => {
       const { runId } = await readyRun(store);

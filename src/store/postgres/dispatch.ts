@@ -18,10 +18,11 @@
 import { decideOverlap, type ActiveRun } from '../../domain/overlap.js';
 import { runIdOf } from '../../domain/identity.js';
 import type { JobSpec, JobState, RunStatus } from '../../domain/types.js';
-import type { DispatchItem, DispatchResult, OccurrenceWrite } from '../store.js';
+import type { DispatchItem, DispatchLeaseClaim, DispatchLeaser, DispatchResult, LeasedRun, OccurrenceWrite } from '../store.js';
 import { numberArray, textArray } from './array-literals.js';
 import { prepared, type Transaction } from './connection.js';
 import { transaction, type StoreContext } from './context.js';
+import { leaseRunsWithin } from './worker-runs.js';
 import {
   appendEvents, deleteTimers, insertRuns, insertTimers, newTimerId, type NewRun, type NewRunEvent, type NewTimer,
 } from './writes.js';
@@ -54,8 +55,10 @@ class DispatchPlan {
     readonly activeByJob: Map<string, ActiveRun[]>) {}
 }
 
-export function dispatch(context: StoreContext, items: readonly DispatchItem[], nowMs: number): Promise<DispatchResult[]> {
+export function dispatch(context: StoreContext, items: readonly DispatchItem[], nowMs: number,
+  leaser: DispatchLeaser | null = null): Promise<DispatchResult[]> {
   if (items.length === 0) return Promise.resolve([]);
+  const served: { claim: DispatchLeaseClaim; runs: LeasedRun[] }[] = [];
   return transaction(context, 'dispatch', async (tx) => {
     const currentTokens = await lockShardTokens(tx, items.map((item) => item.shard));
     const fenced = items.map((item) => !isStale(item.shardToken, currentTokens.get(item.shard)));
@@ -81,9 +84,36 @@ export function dispatch(context: StoreContext, items: readonly DispatchItem[], 
       return planItem(plan, job, item);
     });
     await writePlan(tx, plan, [...jobs.values()].filter((job) => job.changed));
+    if (leaser !== null) await leaseToWaiters(tx, leaser, plan.readyPools, nowMs, served);
     for (const pool of plan.readyPools) tx.readyPools.add(pool);
     return results;
+  }).then((results) => {
+    for (const { claim, runs } of served) claim.settle(runs);
+    return results;
+  }, (error: unknown) => {
+    // Nothing leased was committed: the claimed waiters go back to waiting.
+    for (const { claim } of served) claim.settle([]);
+    throw error;
   });
+}
+
+/**
+ * Inside the dispatch's transaction: leases the runs it made ready to the waiters parked for
+ * their pools, in the waiters' order, until one is answered short, as the embedded store
+ * does. Each waiter served saves a lease statement (a round trip and a commit) after the
+ * dispatch; those it does not serve are woken by onRunsReady as before.
+ */
+async function leaseToWaiters(tx: Transaction, leaser: DispatchLeaser, readyPools: ReadonlySet<string>, nowMs: number,
+  served: { claim: DispatchLeaseClaim; runs: LeasedRun[] }[]): Promise<void> {
+  for (const pool of readyPools) {
+    for (let claim = leaser(pool, nowMs); claim !== null; claim = leaser(pool, nowMs)) {
+      // Pushed before leasing, so that a failure settles this claim too.
+      const entry: { claim: DispatchLeaseClaim; runs: LeasedRun[] } = { claim, runs: [] };
+      served.push(entry);
+      entry.runs = await leaseRunsWithin(tx, claim.request);
+      if (entry.runs.length < claim.request.max) break;
+    }
+  }
 }
 
 /** A token below the highest granted for its shard; a shard never leased fences nothing. */

@@ -16,7 +16,7 @@ import { isTicklerError } from '../../errors.js';
 import { silentLogger, type Logger } from '../../obs/log.js';
 import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
 import type {
-  CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchResult, ExpiredLease,
+  CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchLeaser, DispatchResult, ExpiredLease,
   HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun, LoadTimersQuery,
   LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, Store, TeamScope, TimerWrite,
 } from '../store.js';
@@ -65,6 +65,7 @@ export class PostgresStore implements Store {
   private readonly creates: GroupCommitter<CreateItem, CreateJobOutcome>;
   private readonly completions: GroupCommitter<CompleteRequest, CompleteOutcome>;
   private closed = false;
+  private dispatchLeaser: DispatchLeaser | null = null;
 
   constructor(private readonly context: StoreContext, private readonly notifier: Notifier, readonly schema: string) {
     this.creates = new GroupCommitter(
@@ -150,7 +151,11 @@ export class PostgresStore implements Store {
   }
 
   dispatch(items: readonly DispatchItem[], nowMs: number): Promise<DispatchResult[]> {
-    return dispatch(this.context, items, nowMs);
+    return dispatch(this.context, items, nowMs, this.dispatchLeaser);
+  }
+
+  setDispatchLeaser(leaser: DispatchLeaser | null): void {
+    this.dispatchLeaser = leaser;
   }
 
   findJobsWithoutTimer(limit: number): Promise<JobRecord[]> {

@@ -74,14 +74,33 @@ const leaseRunsSql = prepared(
      FROM leased
     ORDER BY lane, scheduled_at`, { autocommit: true });
 
+interface LeasedRow {
+  run_id: string; job_id: string; team: string; attempt: number; scheduled_at: number; fire_at: number;
+  dispatched_at: number; fencing_token: string; lease_expires_at: number; payload: unknown;
+}
+
 export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest): Promise<LeasedRun[]> {
   if (request.max <= 0) return [];
-  const result = await query<{
-    run_id: string; job_id: string; team: string; attempt: number; scheduled_at: number; fire_at: number;
-    dispatched_at: number; fencing_token: string; lease_expires_at: number; payload: unknown;
-  }>(context, 'leaseRuns', leaseRunsSql,
-    [request.pool, request.nowMs, request.team, request.max, request.leaseMs, request.workerId]);
-  return result.rows.map((row) => ({
+  const result = await query<LeasedRow>(context, 'leaseRuns', leaseRunsSql, leaseParameters(request));
+  return result.rows.map(leasedRunOf);
+}
+
+/**
+ * The same lease inside a transaction of the caller's: a dispatch serving parked waiters
+ * (`Store.setDispatchLeaser`). The runs it inserted are its own to lock.
+ */
+export async function leaseRunsWithin(tx: Transaction, request: LeaseRunsRequest): Promise<LeasedRun[]> {
+  if (request.max <= 0) return [];
+  const result = await tx.query<LeasedRow>(leaseRunsSql, leaseParameters(request));
+  return result.rows.map(leasedRunOf);
+}
+
+function leaseParameters(request: LeaseRunsRequest): unknown[] {
+  return [request.pool, request.nowMs, request.team, request.max, request.leaseMs, request.workerId];
+}
+
+function leasedRunOf(row: LeasedRow): LeasedRun {
+  return {
     runId: row.run_id,
     jobId: row.job_id,
     team: row.team,
@@ -92,7 +111,7 @@ export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest
     payload: row.payload ?? null,
     fencingToken: row.fencing_token,
     leaseExpiresAtMs: row.lease_expires_at,
-  }));
+  };
 }
 
 /** Why a fenced write matched nothing: unknown run, a cancelled (replaced) run, or a stale token. */
