@@ -7,7 +7,7 @@
  * - the earliest `ready_at` of a retry in the pool (`store.nextReadyAtMs`), armed on the
  *   injected clock, so retries come due under the virtual clock too.
  *
- * Before either, a store that can (`Store.setDispatchLeaser`, the embedded one) leases the
+ * Before either, a store that can (`Store.setDispatchLeaser`; both stores do) leases the
  * runs a dispatch makes ready to parked waiters inside that dispatch's transaction: a
  * waiter it serves is answered when the dispatch commits, with no transaction of its own.
  *

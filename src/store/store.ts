@@ -290,7 +290,7 @@ export interface Store extends StoreNotifications {
   leaseRuns(request: LeaseRunsRequest): Promise<LeasedRun[]>;
   /**
    * Optional: lets a dispatch lease the runs it makes ready to parked waiters in its own
-   * transaction, instead of a lease transaction per waiter after it (the embedded store).
+   * transaction, instead of a lease transaction per waiter after it (both stores have it).
    * A store without it leaves waiters to onRunsReady alone, which is always correct.
    */
   setDispatchLeaser?(leaser: DispatchLeaser | null): void;
