@@ -42,8 +42,10 @@ export class LatencyRecorder {
 
   summary(): LatencySummary {
     const count = this.histogram.totalCount;
+    // A bucket's upper edge may lie above every sample in it (10,007 us for 10,000): no
+    // quantile is above the exact maximum, so none is reported above it.
     const atMs = (percentile: number): number | null =>
-      count === 0 ? null : this.histogram.getValueAtPercentile(percentile) / 1_000;
+      count === 0 ? null : Math.min(this.histogram.getValueAtPercentile(percentile) / 1_000, this.exactMaxMs);
     return {
       count,
       earlyCount: this.earlyCount,

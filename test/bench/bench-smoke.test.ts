@@ -106,6 +106,14 @@ test('latency summaries keep early samples apart and the exact maximum', () => {
   assert.equal(summarise([]).p99Ms, null);
 });
 
+test('no latency quantile is reported above the exact maximum (a bucket edge may lie above it)', () => {
+  // 10 ms recorded as 10,000 us falls in a bucket whose edge the histogram reports as 10.007 ms.
+  const summary = summarise(Array.from({ length: 100 }, () => 10));
+  assert.equal(summary.maxMs, 10);
+  assert.equal(summary.p99Ms, 10);
+  assert.equal(summary.p50Ms, 10);
+});
+
 test('metric sums add every label set of one name and no other name', () => {
   const text = [
     '# TYPE tickler_dispatches_total counter',
