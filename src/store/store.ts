@@ -184,6 +184,12 @@ export interface DispatchLeaseClaim {
   settle(runs: LeasedRun[]): void;
 }
 
+/** A claim a dispatch served, with the runs it leased for it; settled after the commit. */
+export interface ServedClaim {
+  claim: DispatchLeaseClaim;
+  runs: LeasedRun[];
+}
+
 /** Claims the next parked waiter of `pool` not already being served, or answers null. */
 export type DispatchLeaser = (pool: string, nowMs: number) => DispatchLeaseClaim | null;
 

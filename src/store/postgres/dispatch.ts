@@ -18,7 +18,7 @@
 import { decideOverlap, type ActiveRun } from '../../domain/overlap.js';
 import { runIdOf } from '../../domain/identity.js';
 import type { JobSpec, JobState, RunStatus } from '../../domain/types.js';
-import type { DispatchItem, DispatchLeaseClaim, DispatchLeaser, DispatchResult, LeasedRun, OccurrenceWrite } from '../store.js';
+import type { DispatchItem, DispatchLeaser, DispatchResult, OccurrenceWrite, ServedClaim } from '../store.js';
 import { numberArray, textArray } from './array-literals.js';
 import { prepared, type Transaction } from './connection.js';
 import { transaction, type StoreContext } from './context.js';
@@ -58,7 +58,7 @@ class DispatchPlan {
 export function dispatch(context: StoreContext, items: readonly DispatchItem[], nowMs: number,
   leaser: DispatchLeaser | null = null): Promise<DispatchResult[]> {
   if (items.length === 0) return Promise.resolve([]);
-  const served: { claim: DispatchLeaseClaim; runs: LeasedRun[] }[] = [];
+  const served: ServedClaim[] = [];
   return transaction(context, 'dispatch', async (tx) => {
     const currentTokens = await lockShardTokens(tx, items.map((item) => item.shard));
     const fenced = items.map((item) => !isStale(item.shardToken, currentTokens.get(item.shard)));
@@ -104,11 +104,11 @@ export function dispatch(context: StoreContext, items: readonly DispatchItem[], 
  * dispatch; those it does not serve are woken by onRunsReady as before.
  */
 async function leaseToWaiters(tx: Transaction, leaser: DispatchLeaser, readyPools: ReadonlySet<string>, nowMs: number,
-  served: { claim: DispatchLeaseClaim; runs: LeasedRun[] }[]): Promise<void> {
+  served: ServedClaim[]): Promise<void> {
   for (const pool of readyPools) {
     for (let claim = leaser(pool, nowMs); claim !== null; claim = leaser(pool, nowMs)) {
       // Pushed before leasing, so that a failure settles this claim too.
-      const entry: { claim: DispatchLeaseClaim; runs: LeasedRun[] } = { claim, runs: [] };
+      const entry: ServedClaim = { claim, runs: [] };
       served.push(entry);
       entry.runs = await leaseRunsWithin(tx, claim.request);
       if (entry.runs.length < claim.request.max) break;

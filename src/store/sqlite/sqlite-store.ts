@@ -16,9 +16,9 @@ import { groupCommitMax, timingDefaults } from '../../limits.js';
 import type { Logger } from '../../obs/log.js';
 import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
 import type {
-  CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchLeaseClaim, DispatchLeaser,
+  CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchLeaser,
   DispatchResult, ExpiredLease, HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun,
-  LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, Store, TeamScope, TimerWrite,
+  LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ServedClaim, ShardLease, Store, TeamScope, TimerWrite,
 } from '../store.js';
 import { Dispatcher } from './dispatch.js';
 import { GroupCommitQueue, type OperationOutcome, type QueuedOperation } from './group-commit.js';
@@ -439,12 +439,6 @@ export class SqliteStore implements Store {
   private assertOpen(): void {
     if (this.closed) throw new TicklerError('unavailable', 'the store is closed');
   }
-}
-
-/** A waiter a dispatch leased to, with what it got; settled after the commit. */
-interface ServedClaim {
-  claim: DispatchLeaseClaim;
-  runs: LeasedRun[];
 }
 
 /** A database another process keeps locked past the busy timeout is unavailable, and retryable. */
