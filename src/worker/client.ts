@@ -6,7 +6,12 @@
  * By default it speaks `node:http` through a keep-alive agent of its own
  * (http-transport.ts), so a worker's lease, heartbeat and complete calls reuse sockets; a
  * `fetch` passed in is used instead.
+ *
+ * With `coalesceCreates`, concurrent `createJob` calls share `POST /v1/jobs:batch` requests
+ * (create-batcher.ts).
  */
+import { requestBodyBytesMax } from '../limits.js';
+import { createBatcher, type CreateBatcher, type CreateText } from './create-batcher.js';
 import { TicklerApiError, TicklerNetworkError } from './errors.js';
 import { httpTransport, type Transport, type TransportAnswer } from './http-transport.js';
 import type {
@@ -41,6 +46,17 @@ export interface TicklerClientOptions {
   fetch?: typeof fetch;
   /** Per-request timeout; long-polls add their own `wait_s` on top. Default 30 s. */
   requestTimeoutMs?: number;
+  /**
+   * Off by default. On: concurrent `createJob` calls (without per-call options) are coalesced
+   * into `POST /v1/jobs:batch` requests of up to 1,000, one in flight at a time, the next one
+   * leaving the moment it answers; a create made alone still goes alone to `POST /v1/jobs`, at
+   * once. Each call resolves to its job or rejects with the status and code a single create
+   * would have. The trade-off: under load a create waits for the batch in flight before its own
+   * leaves, and a batch that gets no answer (network error, 5xx, 429) fails every call in it,
+   * each as unknown as a single create that got no answer; give jobs a `key` where callers retry.
+   * A call with `signal` or `timeoutMs` always goes alone.
+   */
+  coalesceCreates?: boolean;
 }
 
 export interface RequestOptions {
@@ -49,6 +65,13 @@ export interface RequestOptions {
 }
 
 type QueryValue = string | number | boolean | undefined | null;
+
+interface SendOptions extends RequestOptions {
+  body?: unknown;
+  /** A body already serialized (coalesced creates serialize each item once). */
+  bodyText?: string;
+  query?: Record<string, QueryValue>;
+}
 
 const requestTimeoutMsDefault = 30_000;
 /** Headroom over `wait_s` so a long-poll that answers on time is never cut short by its timeout. */
@@ -59,18 +82,45 @@ export class TicklerClient {
   private readonly apiKey: string | undefined;
   private readonly transport: Transport;
   private readonly requestTimeoutMs: number;
+  /** Present with `coalesceCreates` until the server turns out not to know the batch route. */
+  private creates: CreateBatcher | undefined;
+  private readonly createStats: { requests: number; items: number } | undefined;
 
   constructor(options: TicklerClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.apiKey = options.apiKey;
     this.transport = options.fetch ?? httpTransport();
     this.requestTimeoutMs = options.requestTimeoutMs ?? requestTimeoutMsDefault;
+    if (options.coalesceCreates === true) {
+      const timeoutOf = (timeoutMs: number | undefined): RequestOptions => (timeoutMs === undefined ? {} : { timeoutMs });
+      this.creates = createBatcher({
+        createOne: (text, timeoutMs) => this.json('POST', '/v1/jobs', { bodyText: text, ...timeoutOf(timeoutMs) }),
+        createBatch: (texts, timeoutMs) =>
+          this.json('POST', '/v1/jobs:batch', { bodyText: `{"jobs":[${texts.join(',')}]}`, ...timeoutOf(timeoutMs) }),
+      }, () => {
+        // Creates already queued go one by one through the batcher; later ones skip it.
+        this.creates = undefined;
+      });
+      this.createStats = this.creates.stats;
+    }
+  }
+
+  /**
+   * With `coalesceCreates`: requests the coalesced creates took and creates they carried
+   * (a batch of one is one request to `POST /v1/jobs`). Undefined when the option is off.
+   */
+  get coalescedCreateStats(): { requests: number; items: number } | undefined {
+    return this.createStats === undefined ? undefined : { ...this.createStats };
   }
 
   // Jobs
 
+  /** 201 or 200 (the same `key` and body again) both answer the job. */
   createJob(body: JobCreateRequest, options?: RequestOptions): Promise<Job> {
-    return this.json('POST', '/v1/jobs', { body, ...options });
+    const alone = this.creates === undefined || options?.signal !== undefined || options?.timeoutMs !== undefined;
+    const item = alone ? undefined : coalescibleCreate(body);
+    if (item === undefined || this.creates === undefined) return this.json('POST', '/v1/jobs', { body, ...options });
+    return this.creates.submit(item);
   }
 
   getJob(jobId: string, options?: RequestOptions): Promise<Job> {
@@ -205,7 +255,7 @@ export class TicklerClient {
   private async json<T>(
     method: string,
     path: string,
-    options: RequestOptions & { body?: unknown; query?: Record<string, QueryValue> } = {},
+    options: SendOptions = {},
   ): Promise<T> {
     const response = await this.send(method, path, options);
     const text = await response.text();
@@ -222,15 +272,12 @@ export class TicklerClient {
     }
   }
 
-  private async send(
-    method: string,
-    path: string,
-    options: RequestOptions & { body?: unknown; query?: Record<string, QueryValue> },
-  ): Promise<TransportAnswer> {
+  private async send(method: string, path: string, options: SendOptions): Promise<TransportAnswer> {
     const url = this.baseUrl + path + queryString(options.query);
     const headers: Record<string, string> = { accept: 'application/json' };
     if (this.apiKey !== undefined) headers['authorization'] = `Bearer ${this.apiKey}`;
-    if (options.body !== undefined) headers['content-type'] = 'application/json';
+    const body = options.bodyText ?? (options.body === undefined ? undefined : JSON.stringify(options.body));
+    if (body !== undefined) headers['content-type'] = 'application/json';
     const timeout = AbortSignal.timeout(options.timeoutMs ?? this.requestTimeoutMs);
     const signal = options.signal === undefined ? timeout : AbortSignal.any([options.signal, timeout]);
     let response: TransportAnswer;
@@ -238,7 +285,7 @@ export class TicklerClient {
       response = await this.transport(url, {
         method,
         headers,
-        body: options.body === undefined ? undefined : JSON.stringify(options.body),
+        body,
         signal,
       });
     } catch (error) {
@@ -279,6 +326,25 @@ async function apiErrorOf(method: string, path: string, response: TransportAnswe
     message: `${method} ${path} answered ${response.status}: ${text.slice(0, 200)}`,
     ...(retryAfterS === undefined ? {} : { retryAfterS }),
   });
+}
+
+/**
+ * A create's text for a batch, or undefined when it must go alone to be answered exactly as
+ * today: a body that is not a JSON object, cannot be serialized (the single path throws the
+ * same error to its caller), or is over the single route's body limit (a 413 there, while the
+ * batch route would take it).
+ */
+function coalescibleCreate(body: unknown): CreateText | undefined {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
+  let text: unknown;
+  try {
+    text = JSON.stringify(body);
+  } catch {
+    return undefined; // Sent alone, where JSON.stringify throws the same error to the caller.
+  }
+  if (typeof text !== 'string' || !text.startsWith('{')) return undefined;
+  const bytes = Buffer.byteLength(text, 'utf8');
+  return bytes > requestBodyBytesMax ? undefined : { text, bytes };
 }
 
 function queryString(query: Record<string, QueryValue> | undefined): string {
