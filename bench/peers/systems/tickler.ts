@@ -3,6 +3,8 @@
  * driven over HTTP through the SDK's TicklerClient, with SDK workers (`createWorker`) in the
  * harness process pulling with one long-poll per worker. Nothing is tuned: the server runs
  * its defaults, the worker its defaults (`wait_s` 20), both as a user would start them.
+ * W1's one-at-a-time creates are measured twice: with a plain client (one `POST /v1/jobs`
+ * per call) and with a second client that has the SDK's `coalesceCreates` on.
  */
 import { batchJobsMax } from '../../../src/limits.js';
 import { TicklerClient } from '../../../src/worker/client.js';
@@ -10,6 +12,7 @@ import type { WorkerLogger } from '../../../src/worker/run-attempt.js';
 import { createWorker, type Worker } from '../../../src/worker/worker.js';
 import type { JobCreateRequest } from '../../../src/worker/wire.js';
 import { makeTempDir, startBenchServer, type BenchServer } from '../../server-process.js';
+import type { CoalescedCreates } from '../workloads/lifecycle.js';
 import { createFreshDatabase, wallClock, type FreshDatabase } from '../services.js';
 import {
   isPayload, payloadOf, workerConcurrency,
@@ -24,7 +27,7 @@ export interface ProblemCount {
   samples: string[];
 }
 
-export class TicklerAdapter implements SystemAdapter {
+export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
   readonly name;
   readonly settings: string;
   readonly supportsEverySecond = true;
@@ -36,6 +39,8 @@ export class TicklerAdapter implements SystemAdapter {
   private database: FreshDatabase | undefined;
   private baseUrl = '';
   private client: TicklerClient | undefined;
+  /** The same server through a client with `coalesceCreates` on: W1's coalesced figure. */
+  private coalescingClient: TicklerClient | undefined;
   private worker: Worker | undefined;
   server: SchedulerServer | undefined;
 
@@ -49,7 +54,9 @@ export class TicklerAdapter implements SystemAdapter {
     this.attached = attached;
     this.settings = `tickler serve defaults (${storeKind === 'sqlite' ? 'embedded SQLite' : 'PostgreSQL 15'}); ` +
       `SDK createWorker, concurrency ${workerConcurrency}, prefetch ${workerConcurrency} (as graphile-worker's local ` +
-      'queue), long-poll wait_s 20, over HTTP; W6 jobs with overlap allow and tolerance_s 0' +
+      'queue), long-poll wait_s 20, over HTTP; W1 one at a time twice: plain createJob (a POST /v1/jobs each, ' +
+      'single_per_s) and with TicklerClient coalesceCreates: true (concurrent calls share POST /v1/jobs:batch ' +
+      'requests, single_coalesced_per_s); W6 jobs with overlap allow and tolerance_s 0' +
       (storeKind === 'postgres' ? '; --node-id peers-node, the same across the W8 restart (as the README advises)' : '');
   }
 
@@ -84,6 +91,7 @@ export class TicklerAdapter implements SystemAdapter {
   private connect(baseUrl: string): void {
     this.baseUrl = baseUrl;
     this.client = new TicklerClient({ baseUrl, requestTimeoutMs: 600_000 });
+    this.coalescingClient = new TicklerClient({ baseUrl, requestTimeoutMs: 600_000, coalesceCreates: true });
   }
 
   attachInfo(): AttachInfo {
@@ -121,6 +129,16 @@ export class TicklerAdapter implements SystemAdapter {
 
   async createOne(job: BenchJob): Promise<string> {
     return (await this.requireClient().createJob(oneShotOf(job))).job_id;
+  }
+
+  async createOneCoalesced(job: BenchJob): Promise<string> {
+    if (this.coalescingClient === undefined) throw new Error(`${this.name} is not started`);
+    return (await this.coalescingClient.createJob(oneShotOf(job))).job_id;
+  }
+
+  /** Requests and creates of the coalescing client so far (W1's note shows creates per request). */
+  coalescedCreateStats(): { requests: number; items: number } {
+    return this.coalescingClient?.coalescedCreateStats ?? { requests: 0, items: 0 };
   }
 
   async createMany(jobs: readonly BenchJob[]): Promise<string[]> {

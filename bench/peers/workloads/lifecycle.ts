@@ -1,11 +1,13 @@
 /**
  * The create and cancel workloads: creating (W1, one at a time from 64 callers, then in
- * batches) and cancel-heavy (W5, 80 % of the jobs cancelled right after creation; no
+ * batches; for tickler the one-at-a-time phase runs twice, plain and with the SDK coalescing
+ * concurrent creates into batch requests, and both figures are reported) and cancel-heavy (W5, 80 % of the jobs cancelled right after creation; no
  * cancelled job may fire once its cancel was acknowledged, and every other one must fire).
  */
 import { HandleLedger } from '../ledger.js';
-import { figure } from '../results.js';
+import { figure, type PeerFigure } from '../results.js';
 import { wallClock } from '../services.js';
+import type { BenchJob, SystemAdapter } from '../types.js';
 import {
   countOf, createInChunks, lagFigures, progressOf, round,
   type Workload, type WorkloadContext, type WorkloadOutcome,
@@ -13,6 +15,20 @@ import {
 
 const concurrentCallers = 64;
 const hourMs = 3_600_000;
+
+/**
+ * A system whose client can coalesce concurrent one-at-a-time creates into batch requests
+ * (tickler's `coalesceCreates`, the HTTP counterpart of the ioredis auto-pipelining under
+ * BullMQ's `queue.add`). W1 measures it as a figure of its own beside the plain one.
+ */
+export interface CoalescedCreates {
+  createOneCoalesced(job: BenchJob): Promise<string>;
+  coalescedCreateStats(): { requests: number; items: number };
+}
+
+function hasCoalescedCreates(adapter: SystemAdapter): adapter is SystemAdapter & CoalescedCreates {
+  return typeof (adapter as Partial<CoalescedCreates>).createOneCoalesced === 'function';
+}
 
 /** Runs `task(i)` for i in 0..count with `callers` in flight; answers the elapsed milliseconds. */
 export async function runConcurrently(count: number, callers: number, task: (index: number) => Promise<void>,
@@ -36,7 +52,9 @@ export async function runConcurrently(count: number, callers: number, task: (ind
 export const createWorkload: Workload = {
   id: 'W1',
   title: 'create',
-  description: '100,000 jobs due in an hour created one at a time by 64 concurrent callers, then 100,000 more in batches of 1,000 (2 in flight)',
+  description: '100,000 jobs due in an hour created one at a time by 64 concurrent callers, then 100,000 more in batches of 1,000 ' +
+    '(2 in flight); tickler runs the one-at-a-time phase twice, with a plain client and with the SDK\'s coalesceCreates ' +
+    '(100,000 more jobs), and its W1 goal takes the coalesced figure',
   headlineKey: 'single_per_s',
   run: async (context: WorkloadContext): Promise<WorkloadOutcome> => {
     const { adapter, progress } = context;
@@ -49,6 +67,7 @@ export const createWorkload: Workload = {
     }, (doneCount) => {
       singleDone = doneCount;
     });
+    const coalesced = hasCoalescedCreates(adapter) ? await createCoalesced(context, adapter, count, dueAtMs) : undefined;
     let batchDone = 0;
     progress.phase('batches', () => `created ${batchDone}/${count}`);
     const batched = await createInChunks(adapter, count, (index) => ({ index: count + index, dueAtMs }), {
@@ -60,12 +79,37 @@ export const createWorkload: Workload = {
     return {
       figures: [
         figure('single_per_s', 'one at a time (64 callers)', round((count * 1_000) / singleMs, 0), 'jobs/s', 'higher', 'rate'),
+        ...(coalesced === undefined ? [] : [coalesced.figure]),
         figure('batch_per_s', 'batches of 1,000', round((count * 1_000) / batched.elapsedMs, 0), 'jobs/s', 'higher', 'rate'),
       ],
-      notes: [],
+      notes: coalesced === undefined ? [] : [coalesced.note],
     };
   },
 };
+
+/** The one-at-a-time phase again, through the coalescing client, on jobs of their own. */
+async function createCoalesced(context: WorkloadContext, adapter: SystemAdapter & CoalescedCreates, count: number,
+  dueAtMs: number): Promise<{ figure: PeerFigure; note: string }> {
+  let done = 0;
+  context.progress.phase('one at a time, coalesced', () => `created ${done}/${count}`);
+  const before = adapter.coalescedCreateStats();
+  // Indexes past both other phases' (0..count and count..2 count).
+  const elapsedMs = await runConcurrently(count, concurrentCallers, async (index) => {
+    await adapter.createOneCoalesced({ index: 2 * count + index, dueAtMs });
+  }, (doneCount) => {
+    done = doneCount;
+  });
+  const after = adapter.coalescedCreateStats();
+  const requests = after.requests - before.requests;
+  const itemsPerRequest = requests === 0 ? 0 : (after.items - before.items) / requests;
+  return {
+    figure: figure('single_coalesced_per_s', 'one at a time (64 callers), coalesced by the SDK', round((count * 1_000) / elapsedMs, 0),
+      'jobs/s', 'higher', 'rate'),
+    note: `"one at a time" is the plain SDK createJob, one POST /v1/jobs per call; "one at a time, coalesced by the SDK" is the ` +
+      `same 64 callers through a TicklerClient with coalesceCreates: true (${requests} requests, ${round(itemsPerRequest, 1)} ` +
+      'creates per request); the W1 goal uses the coalesced figure',
+  };
+}
 
 export const cancelWorkload: Workload = {
   id: 'W5',
