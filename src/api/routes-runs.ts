@@ -5,6 +5,7 @@
 import { Type } from 'typebox';
 import { Compile } from 'typebox/compile';
 import type { FastifyBaseLogger } from 'fastify';
+import type { RunRecord } from '../domain/types.js';
 import { TicklerError } from '../errors.js';
 import * as limits from '../limits.js';
 import type { ItemOutcome } from '../service/run-service.js';
@@ -143,13 +144,18 @@ function registerWorkerBatchRoutes(app: App, { runs, deps }: ApiContext): void {
     const scope = scopeOf(callerOf(request), request.query.team);
     const checked = request.body.completions.map((item) => checkItem(checkCompleteItem, item));
     const valid = checked.filter((item): item is CompleteItem => !(item instanceof TicklerError));
+    // `answer: status` leaves the run out of each accepted item: the SDK's worker reads nothing
+    // of it, and building and sending the run was a tenth of the server's time per completion.
+    // The store then does not read it back either.
+    const brief = request.body.answer === 'status';
     const outcomes = await runs.completeMany(scope, valid.map((item) => ({
       runId: item.run_id,
       completion: { fencingToken: item.fencing_token, status: item.status, error: item.error ?? null, result: item.result ?? null },
-    })));
-    // `answer: status` leaves the run out of each accepted item: the SDK's worker reads nothing
-    // of it, and building and sending the run was a tenth of the server's time per completion.
-    const toWire = request.body.answer === 'status' ? null : runToWire;
+    })), !brief);
+    const toWire = brief ? null : (run: RunRecord | null) => {
+      if (run === null) throw new Error('the store answered a completion without its run');
+      return runToWire(run);
+    };
     const results = mergeInOrder(checked, outcomes, toWire, 'run', request.log, deps.metrics);
     return { results };
   });

@@ -70,6 +70,14 @@ export class RunService {
   }
 
   async complete(scope: TeamScope, runId: string, completion: Completion): Promise<RunRecord> {
+    const run = await this.record(scope, runId, completion, true);
+    // A store answers `accepted` only to a caller that did not want the run.
+    if (run === null) throw new Error(`the store did not read run ${runId} back after its completion`);
+    return run;
+  }
+
+  /** Records the outcome; answers the run as it now is, or null when `wantRun` is false. */
+  private async record(scope: TeamScope, runId: string, completion: Completion, wantRun: boolean): Promise<RunRecord | null> {
     const resultBytes = Buffer.byteLength(JSON.stringify(completion.result ?? null), 'utf8');
     if (resultBytes > this.deps.resultBytesMax) {
       throw new TicklerError('payload_too_large', `result is ${resultBytes} bytes of JSON, over the limit of ${this.deps.resultBytesMax}`,
@@ -83,11 +91,15 @@ export class RunService {
       error: completion.error,
       result: completion.result ?? null,
       nowMs: this.deps.clock.nowMs(),
+      wantRun,
     });
     switch (outcome.kind) {
       case 'completed':
         this.deps.metrics.attemptsTotal.inc({ outcome: completion.status });
         return outcome.run;
+      case 'accepted':
+        this.deps.metrics.attemptsTotal.inc({ outcome: completion.status });
+        return null;
       case 'not_found':
         throw notFound('run', runId);
       case 'stale_token':
@@ -98,10 +110,13 @@ export class RunService {
     }
   }
 
-  /** Completes many attempts in one group commit; answers each item's outcome, in order. */
-  completeMany(scope: TeamScope, items: readonly { runId: string; completion: Completion }[]):
-    Promise<ItemOutcome<RunRecord>[]> {
-    return settleEach(items, (item) => this.complete(scope, item.runId, item.completion));
+  /**
+   * Completes many attempts in one group commit; answers each item's outcome, in order. With
+   * `wantRuns` false an accepted item answers null instead of the run (`answer: "status"`).
+   */
+  completeMany(scope: TeamScope, items: readonly { runId: string; completion: Completion }[], wantRuns = true):
+    Promise<ItemOutcome<RunRecord | null>[]> {
+    return settleEach(items, (item) => this.record(scope, item.runId, item.completion, wantRuns));
   }
 
   /** Extends many leases in one group commit; answers each item's new expiry, in order. */

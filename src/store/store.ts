@@ -207,10 +207,19 @@ export interface CompleteRequest {
   error: string | null;
   result: unknown;
   nowMs: number;
+  /**
+   * False when the caller answers only whether the completion was recorded (`answer:
+   * "status"`): a store may then skip reading the run back and answer `accepted` instead of
+   * `completed`. Reading every column back (`RETURNING *`) was ~6 us of a ~14 us success
+   * UPDATE on SQLite (bench/sqlite-store-cost.ts).
+   */
+  wantRun?: boolean;
 }
 
 export type CompleteOutcome =
   | { kind: 'completed'; run: RunRecord }
+  /** Recorded, as `completed`, without the run read back (only when `wantRun` is false). */
+  | { kind: 'accepted' }
   | { kind: 'not_found' }
   | { kind: 'stale_token' }
   | { kind: 'cancelled' };

@@ -87,6 +87,25 @@ function runLeaseTests(open: OpenStore): void {
       assert.deepEqual(events, ['dispatched', 'leased', 'succeeded'], 'no event per heartbeat');
     }));
 
+  void it('records a completion that does not want the run back exactly as one that does (wantRun false)', () =>
+    withStore(open, async (store) => {
+      const { runId } = await readyRun(store);
+      const leased = (await leaseOne(store, dispatchedAtMs + 10))!;
+      const base = { team: 'team-a', runId, error: null, result: { rows: 3 }, nowMs: dispatchedAtMs + 4_000, wantRun: false } as const;
+      assert.deepEqual(await store.completeRun({ ...base, fencingToken: `${leased.fencingToken}0`, status: 'succeeded' }),
+        { kind: 'stale_token' }, 'the fence holds without the read-back too');
+      const done = await store.completeRun({ ...base, fencingToken: leased.fencingToken, status: 'succeeded' });
+      // A store may read the run back anyway; one that does not answers `accepted`.
+      assert.ok(done.kind === 'accepted' || (done.kind === 'completed' && done.run.status === 'succeeded'), JSON.stringify(done));
+      const run = (await store.getRun(null, runId))!;
+      assert.equal(run.status, 'succeeded');
+      assert.deepEqual(run.result, { rows: 3 });
+      assert.equal(run.finishedAtMs, dispatchedAtMs + 4_000);
+      assert.deepEqual(run.events.map((event) => event.type), ['dispatched', 'leased', 'succeeded']);
+      assert.deepEqual(await store.completeRun({ ...base, fencingToken: leased.fencingToken, status: 'succeeded' }),
+        { kind: 'stale_token' }, 'a second completion is rejected');
+    }));
+
   void it('serves lanes in order P0, P1, P2, then by ready time, scoped to pool and team', () =>
     withStore(open, async (store) => {
       const p2 = await readyRun(store, { lane: 'P2' });

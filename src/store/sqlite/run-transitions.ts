@@ -37,9 +37,17 @@ interface LeasableRow {
 
 type RunWithSpec = RunRow & { spec: string };
 
+interface SucceededParams {
+  run_id: string;
+  token: number;
+  team: string | null;
+  finished_at: number;
+  result: string | null;
+}
+
 export class RunTransitions {
   private readonly selectLeasable: Database.Statement<[string, string, number, string | null, string | null, number], LeasableRow>;
-  private readonly markRunning: Database.Statement<[number, number, number, number, string | null, string]>;
+  private readonly markRunning: Database.Statement<[number, number, number, number, string | null, number]>;
   private readonly extendLease: Database.Statement<[number, string, number], { lease_expires_at: number }>;
   private readonly selectSpec: Database.Statement<[string], { spec: string }>;
   private readonly selectExpired: Database.Statement<[number, number], RunWithSpec>;
@@ -48,9 +56,9 @@ export class RunTransitions {
     ready_at: number | null;
   }>;
   private readonly markReplayed: Database.Statement<[number, string]>;
-  private readonly markSucceeded: Database.Statement<{
-    run_id: string; token: number; team: string | null; finished_at: number; result: string | null;
-  }, RunRow>;
+  private readonly markSucceeded: Database.Statement<SucceededParams, RunRow>;
+  /** markSucceeded answering only what the rest of the completion needs. */
+  private readonly markSucceededBriefly: Database.Statement<SucceededParams, { run_seq: number; job_seq: number }>;
 
   constructor(
     private readonly db: Database.Database,
@@ -61,32 +69,34 @@ export class RunTransitions {
     // One lane at a time, so each query is a range seek on runs_leasable in ready_at order.
     this.selectLeasable = db.prepare(`
       SELECT r.run_seq, r.run_id, r.job_id, r.team, r.status, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at, j.spec
-      FROM runs r JOIN jobs j ON j.job_id = r.job_id
+      FROM runs r JOIN jobs j ON j.job_seq = r.job_seq
       WHERE r.pool = ? AND r.lane = ? AND r.status IN ('ready', 'retry_wait') AND r.held = 0 AND r.ready_at <= ?
         AND (? IS NULL OR r.team = ?)
       ORDER BY r.ready_at LIMIT ?`);
     this.markRunning = db.prepare(`
       UPDATE runs SET status = 'running', attempt = attempt + 1, fencing_token = ?, lease_ms = ?,
         lease_expires_at = ?, started_at = ?, worker_id = ?, ready_at = NULL
-      WHERE run_id = ?`);
+      WHERE run_seq = ?`);
     // The fence and the write in one statement.
     this.extendLease = db.prepare(`
       UPDATE runs SET lease_expires_at = ? + lease_ms
       WHERE run_id = ? AND status = 'running' AND fencing_token = ? RETURNING lease_expires_at`);
     this.selectSpec = db.prepare('SELECT spec FROM jobs WHERE job_id = ?');
     this.selectExpired = db.prepare(`
-      SELECT r.*, j.spec FROM runs r JOIN jobs j ON j.job_id = r.job_id
+      SELECT r.*, j.spec FROM runs r JOIN jobs j ON j.job_seq = r.job_seq
       WHERE r.status = 'running' AND r.lease_expires_at <= ? ORDER BY r.lease_expires_at LIMIT ?`);
     this.setOutcome = db.prepare(`
       UPDATE runs SET status = @status, finished_at = @finished_at, last_error = @last_error, result = @result,
         ready_at = @ready_at, lease_expires_at = NULL
       WHERE run_id = @run_id`);
     // A success fenced and written in one statement: the common completion reads nothing first.
-    this.markSucceeded = db.prepare(`
+    const markSucceeded = `
       UPDATE runs SET status = 'succeeded', finished_at = @finished_at, last_error = NULL, result = @result,
         ready_at = NULL, lease_expires_at = NULL
       WHERE run_id = @run_id AND status = 'running' AND fencing_token = @token AND (@team IS NULL OR team = @team)
-      RETURNING *`);
+      RETURNING`;
+    this.markSucceeded = db.prepare(`${markSucceeded} *`);
+    this.markSucceededBriefly = db.prepare(`${markSucceeded} run_seq, job_seq`);
     this.markReplayed = db.prepare(`
       UPDATE runs SET status = 'ready', attempt_base = attempt, ready_at = ?, finished_at = NULL,
         lease_expires_at = NULL, held = 0
@@ -114,7 +124,7 @@ export class RunTransitions {
     const spec = JSON.parse(row.spec) as JobSpec;
     const leaseMs = request.leaseMs ?? spec.lease_s * 1000;
     const leaseExpiresAtMs = request.nowMs + leaseMs;
-    this.markRunning.run(token, leaseMs, leaseExpiresAtMs, request.nowMs, request.workerId, row.run_id);
+    this.markRunning.run(token, leaseMs, leaseExpiresAtMs, request.nowMs, request.workerId, row.run_seq);
     this.runs.eventOfSeq(row.run_seq, request.nowMs, 'leased', row.status as RunStatus, 'running',
       JSON.stringify({ attempt: row.attempt + 1, workerId: request.workerId }));
     return {
@@ -183,15 +193,27 @@ export class RunTransitions {
   private completeSucceeded(request: CompleteRequest, readyPools: string[]): CompleteOutcome | null {
     const token = parseDecimalId(request.fencingToken);
     if (token === null) return null;
-    const row = this.markSucceeded.get({
+    const params: SucceededParams = {
       run_id: request.runId, token, team: request.team, finished_at: request.nowMs,
       result: request.result === undefined ? null : JSON.stringify(request.result),
-    });
+    };
+    if (request.wantRun === false) {
+      const seqs = this.markSucceededBriefly.get(params);
+      if (seqs === undefined) return null;
+      this.afterSuccess(seqs, request.nowMs, readyPools);
+      return { kind: 'accepted' };
+    }
+    const row = this.markSucceeded.get(params);
     if (row === undefined) return null;
-    this.runs.eventOfSeq(row.run_seq, request.nowMs, 'succeeded', 'running', 'succeeded', null);
-    const pool = this.runs.releaseHeldRun(row.job_seq, request.nowMs);
-    if (pool !== null) readyPools.push(pool);
+    this.afterSuccess(row, request.nowMs, readyPools);
     return { kind: 'completed', run: runFromRow(row) };
+  }
+
+  /** The success's event, and the job's held run released if it was waiting for this one. */
+  private afterSuccess(seqs: { run_seq: number; job_seq: number }, nowMs: number, readyPools: string[]): void {
+    this.runs.eventOfSeq(seqs.run_seq, nowMs, 'succeeded', 'running', 'succeeded', null);
+    const pool = this.runs.releaseHeldRun(seqs.job_seq, nowMs);
+    if (pool !== null) readyPools.push(pool);
   }
 
   /** A failed attempt waits for a retry while the job's policy has attempts left; otherwise it is dead. */
