@@ -39,6 +39,7 @@ async function openSqliteHandle(): Promise<StoreHandle> {
       for (const peer of peers) await peer.close();
       await store.close();
       assertActiveRunsIndexed(path);
+      assertTimersNameTheirJobs(path);
       await removeDirectory();
     },
   };
@@ -57,6 +58,23 @@ function assertActiveRunsIndexed(path: string): void {
       SELECT run_id, status, finished_at FROM runs
       WHERE (finished_at IS NULL) != (status IN ('ready', 'running', 'retry_wait'))`).all();
     assert.deepEqual(mismatched, [], 'finished_at is NULL exactly while a run is active');
+  } finally {
+    raw.close();
+  }
+}
+
+/**
+ * Timers name their job by its seq (schema v4), which a create assigns itself for rows it
+ * inserts many at a time: a timer given another job's seq would name a job on another shard,
+ * or none. Checked after every conformance test.
+ */
+function assertTimersNameTheirJobs(path: string): void {
+  const raw = new Database(path, { readonly: true });
+  try {
+    const misnamed = raw.prepare(`
+      SELECT t.timer_id, t.job_seq, t.shard FROM timers t LEFT JOIN jobs j ON j.job_seq = t.job_seq
+      WHERE j.job_seq IS NULL OR j.shard != t.shard`).all();
+    assert.deepEqual(misnamed, [], 'every timer names a job of its own shard');
   } finally {
     raw.close();
   }

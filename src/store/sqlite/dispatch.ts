@@ -66,7 +66,7 @@ interface DispatchJob {
 
 export class Dispatcher {
   private readonly selectShardToken: Database.Statement<[number], number>;
-  private readonly consumeTimer: Database.Statement<[number, string, number]>;
+  private readonly consumeTimer: Database.Statement<[number, number, number]>;
   private readonly selectJob: Database.Statement<[string], DispatchJobRow>;
   private readonly selectRunStatus: Database.Statement<[string], string>;
   private readonly selectActiveRuns: Database.Statement<[string], ActiveRunRow>;
@@ -79,8 +79,9 @@ export class Dispatcher {
     private readonly timers: TimerTable,
   ) {
     this.selectShardToken = db.prepare<[number], number>('SELECT token FROM shard_leases WHERE shard = ?').pluck();
-    // Consumes the timer only if it is still pending and still this job's on this shard.
-    this.consumeTimer = db.prepare('DELETE FROM timers WHERE timer_id = ? AND job_id = ? AND shard = ?');
+    // Consumes the timer only if it is still pending and still this job's (by its seq, schema
+    // v4) on this shard.
+    this.consumeTimer = db.prepare('DELETE FROM timers WHERE timer_id = ? AND job_seq = ? AND shard = ?');
     this.selectJob = db.prepare(`
       SELECT job_seq, state, team, pool, json_extract(spec, '$.lane', '$.overlap') AS lane_overlap FROM jobs WHERE job_id = ?`);
     this.selectRunStatus = db.prepare<[string], string>('SELECT status FROM runs WHERE run_id = ?').pluck();
@@ -133,13 +134,15 @@ export class Dispatcher {
       return { kind: 'stale_token', timerId: item.timerId };
     }
     const timerId = parseDecimalId(item.timerId);
+    if (timerId === null) return { kind: 'timer_gone', timerId: item.timerId };
+    // The job is read first: the timer names it by its seq. A job without a row has no timer.
+    const row = this.selectJob.get(item.jobId);
     // A pending timer of a job that is not active should not exist: it is consumed all the
     // same, so no wheel loads it again, and fires nothing (invariant 7).
-    if (timerId === null || this.consumeTimer.run(timerId, item.jobId, item.shard).changes !== 1) {
+    if (row === undefined || this.consumeTimer.run(timerId, row.job_seq, item.shard).changes !== 1) {
       return { kind: 'timer_gone', timerId: item.timerId };
     }
-    const row = this.selectJob.get(item.jobId);
-    if (row === undefined || row.state !== 'active') return { kind: 'timer_gone', timerId: item.timerId };
+    if (row.state !== 'active') return { kind: 'timer_gone', timerId: item.timerId };
     const [lane, overlap] = JSON.parse(row.lane_overlap) as [Lane, OverlapPolicy];
     const job: DispatchJob = { jobId: item.jobId, jobSeq: row.job_seq, team: row.team, shard: item.shard, pool: row.pool, lane, overlap };
     const runs = item.occurrences.map((occurrence) => this.recordOccurrence(job, occurrence, item.shardToken, batch));
@@ -153,7 +156,7 @@ export class Dispatcher {
     } else {
       // The consumed timer was the job's only one, so this insert is the replacement. The job
       // row is not touched: its next fire time is read from this timer.
-      nextTimerId = this.timers.insertNew(job.jobId, job.shard, item.nextTimer);
+      nextTimerId = this.timers.insertNew(job.jobSeq, job.shard, item.nextTimer);
     }
     return {
       kind: 'dispatched', timerId: item.timerId, runs, pool: job.pool,

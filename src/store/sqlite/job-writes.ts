@@ -15,7 +15,7 @@ import { jobFromRow, jobSelectSql, jobToParams, runFromRow, type JobColumns, typ
 import { NearTimerBatch, type RunTable, type TimerTable } from './tables.js';
 import { atomically } from './atomically.js';
 
-type JobInsertValues = [jobId: string, team: string, key: string | null, pool: string, state: string, spec: string,
+type JobInsertValues = [jobSeq: number, jobId: string, team: string, key: string | null, pool: string, state: string, spec: string,
   requestHash: string, shard: number, version: number, createdAtMs: number, updatedAtMs: number];
 
 export interface WriteEffects {
@@ -26,15 +26,15 @@ export interface WriteEffects {
 /** The highest code point; a key range `[prefix, prefix + it)` holds every key starting with prefix. */
 const codePointMax = String.fromCodePoint(0x10ffff);
 
-const jobColumns = '(job_id, team, key, pool, state, spec, request_hash, shard, version, created_at, updated_at)';
-const jobColumnCount = 11;
-const timerColumns = '(job_id, shard, bucket, fire_at, scheduled_at)';
+const jobColumns = '(job_seq, job_id, team, key, pool, state, spec, request_hash, shard, version, created_at, updated_at)';
+const jobColumnCount = 12;
+const timerColumns = '(job_seq, shard, bucket, fire_at, scheduled_at)';
 const timerColumnCount = 5;
 /**
  * Rows per multi-row INSERT of a create. One statement per row cost ~1 us a job more in
  * statement calls than one per 100 rows (raw inserts of 1,000-job batches into this schema,
  * CPU time: 5.8 -> 4.7 us a job; 10 rows a statement gained little, 200 no more than 100).
- * 100 rows bind 1,100 parameters, far below SQLite's limit of 32,766.
+ * 100 rows bind 1,200 parameters, far below SQLite's limit of 32,766.
  */
 const rowsPerInsert = 100;
 
@@ -86,9 +86,13 @@ export class JobWrites {
   private readonly jobRows: RowInserter;
   private readonly timerRows: RowInserter;
   private readonly updateJob: Database.Statement<[JobColumns]>;
-  private readonly selectPrefixJobs: Database.Statement<[string, string, string, number, string], { job_id: string }>;
+  private readonly selectPrefixJobs:
+    Database.Statement<[string, string, string, number, string], { job_id: string; job_seq: number }>;
   private readonly markCancelled: Database.Statement<[number, string]>;
-  private readonly selectHasTimer: Database.Statement<[string], number>;
+  private readonly selectHasTimer: Database.Statement<[number], number>;
+  private readonly selectLastJobSeq: Database.Statement<[], number>;
+  /** The seq the next job created takes; read at the start of each create, inside its transaction. */
+  private nextJobSeq = 0;
 
   constructor(
     private readonly db: Database.Database,
@@ -111,11 +115,12 @@ export class JobWrites {
     // Range on the (team, key) index, then the exact prefix test: keys may hold % _ ' and
     // anything else, and no pattern language is involved.
     this.selectPrefixJobs = db.prepare(`
-      SELECT job_id FROM jobs
+      SELECT job_id, job_seq FROM jobs
       WHERE team = ? AND key >= ? AND key < ? AND substr(key, 1, ?) = ? AND state != 'cancelled'`);
     this.markCancelled = db.prepare(`
       UPDATE jobs SET state = 'cancelled', version = version + 1, updated_at = ? WHERE job_id = ?`);
-    this.selectHasTimer = db.prepare<[string], number>('SELECT 1 FROM timers WHERE job_id = ?').pluck();
+    this.selectHasTimer = db.prepare<[number], number>('SELECT 1 FROM timers WHERE job_seq = ?').pluck();
+    this.selectLastJobSeq = db.prepare<[], number>('SELECT coalesce(max(job_seq), 0) FROM jobs').pluck();
   }
 
   /**
@@ -129,6 +134,11 @@ export class JobWrites {
     // by one (a multi-row INSERT tells only the last id); the others wait in `timerRows`.
     const nearEndMs = this.wantsNearTimers() ? nowMs + this.nearHorizonMs : -Infinity;
     const createAll = (): CreateJobOutcome[] => {
+      // Each job's timer names it by its seq (schema v4), and a multi-row INSERT tells only
+      // the last rowid (nor does SQLite promise RETURNING's rows in VALUES order). So the create
+      // numbers its jobs itself, as SQLite would have (the highest seq plus one), inside the
+      // write transaction: no other connection inserts a job between this read and the inserts.
+      this.nextJobSeq = this.selectLastJobSeq.get()! + 1;
       try {
         const outcomes = items.map((item) => this.createOne(item, near, nearEndMs));
         this.flushRows();
@@ -159,6 +169,7 @@ export class JobWrites {
     const job: JobRecord = item.job.nextFireAtMs === nextFireAtMs && item.job.nextScheduledAtMs === nextScheduledAtMs
       ? item.job
       : { ...item.job, nextFireAtMs, nextScheduledAtMs };
+    let jobSeq: number;
     if (key !== null) {
       // Rows still gathered are unkeyed and cannot match; they are written first all the same,
       // so rows keep the order of the batch.
@@ -168,19 +179,21 @@ export class JobWrites {
         const found = jobFromRow(existing);
         return existing.request_hash === job.requestHash ? { kind: 'existing', job: found } : { kind: 'key_conflict', job: found };
       }
-      this.insertJob.run(job.jobId, job.team, key, job.spec.pool, job.state, specJsonOf(job.spec), job.requestHash,
+      jobSeq = this.nextJobSeq++;
+      this.insertJob.run(jobSeq, job.jobId, job.team, key, job.spec.pool, job.state, specJsonOf(job.spec), job.requestHash,
         job.shard, job.version, job.createdAtMs, job.updatedAtMs);
     } else {
-      this.jobRows.add(job.jobId, job.team, key, job.spec.pool, job.state, specJsonOf(job.spec), job.requestHash,
+      jobSeq = this.nextJobSeq++;
+      this.jobRows.add(jobSeq, job.jobId, job.team, key, job.spec.pool, job.state, specJsonOf(job.spec), job.requestHash,
         job.shard, job.version, job.createdAtMs, job.updatedAtMs);
     }
     if (timer !== null) {
       if (timer.fireAtMs < nearEndMs) {
         this.flushRows();
-        const timerId = this.timers.insertNew(job.jobId, job.shard, timer);
+        const timerId = this.timers.insertNew(jobSeq, job.shard, timer);
         near.add(timerId, job.jobId, job.shard, timer, job.version, job.spec);
       } else {
-        this.timerRows.add(job.jobId, job.shard, bucketOf(timer.fireAtMs), timer.fireAtMs, timer.scheduledAtMs);
+        this.timerRows.add(jobSeq, job.shard, bucketOf(timer.fireAtMs), timer.fireAtMs, timer.scheduledAtMs);
       }
     }
     return { kind: 'created', job };
@@ -207,7 +220,7 @@ export class JobWrites {
         updatedAtMs: change.nowMs,
       };
       if (change.timer !== 'keep') {
-        this.setTimer(job, change.timer, near);
+        this.setTimer(job, row.job_seq, change.timer, near);
       }
       this.updateJob.run(jobToParams(job));
       return { kind: 'changed', job };
@@ -217,14 +230,14 @@ export class JobWrites {
   }
 
   /** Replaces (or with null, deletes) the job's pending timer and mirrors it on the record. */
-  private setTimer(job: JobRecord, timer: TimerWrite | null, near: NearTimerBatch): void {
+  private setTimer(job: JobRecord, jobSeq: number, timer: TimerWrite | null, near: NearTimerBatch): void {
     if (timer === null) {
-      this.timers.delete(job.jobId);
+      this.timers.delete(jobSeq);
       job.nextFireAtMs = null;
       job.nextScheduledAtMs = null;
       return;
     }
-    const timerId = this.timers.replace(job.jobId, job.shard, timer);
+    const timerId = this.timers.replace(jobSeq, job.shard, timer);
     job.nextFireAtMs = timer.fireAtMs;
     job.nextScheduledAtMs = timer.scheduledAtMs;
     near.add(timerId, job.jobId, job.shard, timer, job.version, job.spec);
@@ -235,7 +248,7 @@ export class JobWrites {
       const row = this.getVisible(team, jobId);
       if (row === undefined) return null;
       if (row.state !== 'cancelled') {
-        this.timers.delete(jobId);
+        this.timers.delete(row.job_seq);
         this.markCancelled.run(nowMs, jobId);
       }
       return jobFromRow(this.selectJob.get(jobId)!);
@@ -246,8 +259,8 @@ export class JobWrites {
   cancelByKeyPrefix(team: string, prefix: string, nowMs: number): number {
     const apply = (): number => {
       const jobs = this.selectPrefixJobs.all(team, prefix, prefix + codePointMax, [...prefix].length, prefix);
-      for (const { job_id: jobId } of jobs) {
-        this.timers.delete(jobId);
+      for (const { job_id: jobId, job_seq: jobSeq } of jobs) {
+        this.timers.delete(jobSeq);
         this.markCancelled.run(nowMs, jobId);
       }
       return jobs.length;
@@ -284,9 +297,9 @@ export class JobWrites {
     const apply = (): boolean => {
       const row = this.selectJob.get(jobId);
       if (row === undefined || row.state !== 'active' || row.version !== expectedVersion) return false;
-      if (this.selectHasTimer.get(jobId) !== undefined) return false;
+      if (this.selectHasTimer.get(row.job_seq) !== undefined) return false;
       const job = jobFromRow(row);
-      this.setTimer(job, timer, near);
+      this.setTimer(job, row.job_seq, timer, near);
       job.updatedAtMs = nowMs;
       this.updateJob.run(jobToParams(job));
       return true;

@@ -71,7 +71,7 @@ export class StoreReads {
     // Every active job, one-shot or recurring, should have its pending timer: one without is
     // a silent miss either way.
     const withoutTimer = `FROM jobs j WHERE j.state = 'active'
-      AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_id = j.job_id)`;
+      AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_seq = j.job_seq)`;
     this.selectJobsWithoutTimer = db.prepare(
       `SELECT j.*, NULL AS next_fire_at, NULL AS next_scheduled_at ${withoutTimer} LIMIT ?`);
     this.countJobsWithoutTimerStatement = db.prepare<[], number>(`SELECT count(*) ${withoutTimer}`).pluck();
@@ -145,8 +145,9 @@ export class StoreReads {
       where.push('(t.fire_at > ? OR (t.fire_at = ? AND t.timer_id > ?))');
       params.push(query.after.fireAtMs, query.after.fireAtMs, afterTimerId);
     }
-    const sql = `SELECT t.timer_id, t.job_id, t.shard, t.fire_at, t.scheduled_at, j.version, j.spec
-      FROM timers t JOIN jobs j ON j.job_id = t.job_id
+    // Timers name their job by its seq (schema v4): the join is a rowid lookup in jobs.
+    const sql = `SELECT t.timer_id, j.job_id, t.shard, t.fire_at, t.scheduled_at, j.version, j.spec
+      FROM timers t JOIN jobs j ON j.job_seq = t.job_seq
       WHERE ${where.join(' AND ')} ORDER BY t.fire_at, t.timer_id LIMIT ?`;
     const rows = this.cache.get(sql).all(...params, query.limit) as TimerWithJobRow[];
     return rows.map(loadedTimerFromRow);

@@ -30,9 +30,9 @@ export interface JobRow extends JobColumns {
   next_scheduled_at: number | null;
 }
 
-/** Reads jobs with their next fire time, which is the pending timer's (alias `j`). */
+/** Reads jobs with their next fire time, which is the pending timer's, found by the job's seq (alias `j`). */
 export const jobSelectSql = `SELECT j.*, t.fire_at AS next_fire_at, t.scheduled_at AS next_scheduled_at
-  FROM jobs j LEFT JOIN timers t ON t.job_id = j.job_id`;
+  FROM jobs j LEFT JOIN timers t ON t.job_seq = j.job_seq`;
 
 /** A run as `SELECT *` reads it; run_seq is its rowid, which keys its events. */
 export interface RunRow {
@@ -71,6 +71,7 @@ export interface RunEventRow {
   detail: string | null;
 }
 
+/** A pending timer with its job's id, version and spec, read by a join on the job's seq. */
 export interface TimerWithJobRow {
   timer_id: number;
   job_id: string;

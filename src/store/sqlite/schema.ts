@@ -240,6 +240,36 @@ const migrations: readonly string[] = [
   DROP INDEX runs_job_history;
   CREATE INDEX runs_job_history ON runs (job_seq, scheduled_at);
   `,
+  `
+  -- v4: a job's pending timer names it by its seq, not its id. timers_one_pending_per_job
+  -- was keyed by the job id (a hash), so each create and each dispatch (which deletes the
+  -- fired timer) wrote an entry on a random page of it. Keyed by the seq, the entries a batch
+  -- of creates or a dispatch of timers created together writes share pages, as runs' did in
+  -- v3. The job's id, where a read needs it, comes by a join on jobs' INTEGER PRIMARY KEY.
+  --
+  -- timer_id values are kept, and so is the AUTOINCREMENT high-water mark: a fired timer's id
+  -- may still sit in a wheel, and no new timer may take it. A timer whose job has no row was
+  -- never loaded (the loader joins jobs) nor fired, and is not carried over.
+  ALTER TABLE timers RENAME TO timers_v3;
+  CREATE TABLE timers (
+    timer_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_seq INTEGER NOT NULL,
+    shard INTEGER NOT NULL,
+    bucket INTEGER NOT NULL,
+    fire_at INTEGER NOT NULL,
+    scheduled_at INTEGER NOT NULL
+  );
+  INSERT INTO timers (timer_id, job_seq, shard, bucket, fire_at, scheduled_at)
+  SELECT t.timer_id, j.job_seq, t.shard, t.bucket, t.fire_at, t.scheduled_at
+  FROM timers_v3 t JOIN jobs j ON j.job_id = t.job_id ORDER BY t.timer_id;
+  DELETE FROM sqlite_sequence WHERE name = 'timers';
+  INSERT INTO sqlite_sequence (name, seq) SELECT 'timers', seq FROM sqlite_sequence WHERE name = 'timers_v3';
+  DROP TABLE timers_v3;
+  -- Built after the copy (a sorted build), under the old names.
+  CREATE UNIQUE INDEX timers_one_pending_per_job ON timers (job_seq);
+  -- (fire_at) is (fire_at, timer_id) because the rowid ends every index: the loader's keyset order.
+  CREATE INDEX timers_due ON timers (fire_at);
+  `,
 ];
 
 export const schemaVersion = migrations.length;

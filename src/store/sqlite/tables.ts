@@ -25,30 +25,34 @@ export class TokenSequence {
   }
 }
 
+/**
+ * A job's one pending timer, named by the job's seq (schema v4): its entry in
+ * timers_one_pending_per_job lands beside those of jobs created with it.
+ */
 export class TimerTable {
-  private readonly insert: Database.Statement<[string, number, number, number, number]>;
-  private readonly deleteByJob: Database.Statement<[string]>;
+  private readonly insert: Database.Statement<[number, number, number, number, number]>;
+  private readonly deleteByJob: Database.Statement<[number]>;
 
   constructor(db: Database.Database) {
     this.insert = db.prepare(
-      'INSERT INTO timers (job_id, shard, bucket, fire_at, scheduled_at) VALUES (?, ?, ?, ?, ?)');
-    this.deleteByJob = db.prepare('DELETE FROM timers WHERE job_id = ?');
+      'INSERT INTO timers (job_seq, shard, bucket, fire_at, scheduled_at) VALUES (?, ?, ?, ?, ?)');
+    this.deleteByJob = db.prepare('DELETE FROM timers WHERE job_seq = ?');
   }
 
   /** Writes the job's one pending timer, replacing any; answers the new timer id. */
-  replace(jobId: string, shard: number, timer: TimerWrite): number {
-    this.deleteByJob.run(jobId);
-    return this.insertNew(jobId, shard, timer);
+  replace(jobSeq: number, shard: number, timer: TimerWrite): number {
+    this.deleteByJob.run(jobSeq);
+    return this.insertNew(jobSeq, shard, timer);
   }
 
-  /** Writes a timer for a job known to have none (a fresh create). */
-  insertNew(jobId: string, shard: number, timer: TimerWrite): number {
-    const info = this.insert.run(jobId, shard, bucketOf(timer.fireAtMs), timer.fireAtMs, timer.scheduledAtMs);
+  /** Writes a timer for a job known to have none (a fresh create, or a dispatch that consumed it). */
+  insertNew(jobSeq: number, shard: number, timer: TimerWrite): number {
+    const info = this.insert.run(jobSeq, shard, bucketOf(timer.fireAtMs), timer.fireAtMs, timer.scheduledAtMs);
     return Number(info.lastInsertRowid);
   }
 
-  delete(jobId: string): void {
-    this.deleteByJob.run(jobId);
+  delete(jobSeq: number): void {
+    this.deleteByJob.run(jobSeq);
   }
 }
 

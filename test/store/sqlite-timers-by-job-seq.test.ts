@@ -1,0 +1,172 @@
+// Schema v4 of the embedded store: a pending timer names its job by the job's seq. A version
+// 3 file's pending timers upgrade in place and fire as they would have; a batch of creates,
+// which writes its jobs and timers in multi-row INSERTs, gives each timer its own job's seq.
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import Database from 'better-sqlite3';
+import { bucketOf, runIdOf } from '../../src/domain/identity.js';
+import type { JobRecord } from '../../src/domain/types.js';
+import { openSqliteStore } from '../../src/store/sqlite/index.js';
+import { migrate, schemaVersion } from '../../src/store/sqlite/schema.js';
+import type { CreateJobInput, LoadedTimer } from '../../src/store/store.js';
+import { dispatchItem, jobRecord, jobSpec, minuteMs, ownShard, t0Ms, timerAt } from './conformance-fixtures.js';
+
+async function tempDatabasePath(): Promise<{ path: string; removeDirectory(): Promise<void> }> {
+  const directory = await mkdtemp(join(tmpdir(), 'tickler-sqlite-v4-'));
+  return { path: join(directory, 'tickler.db'), removeDirectory: () => rm(directory, { recursive: true, force: true }) };
+}
+
+const everyTimer = { untilMs: Number.MAX_SAFE_INTEGER, limit: 10_000 };
+
+function shardsOf(jobs: readonly JobRecord[]): number[] {
+  return [...new Set(jobs.map((job) => job.shard))];
+}
+
+/** Timers whose job_seq names no job, or a job on another shard: a timer given the wrong seq. */
+function timersNamingNoJobOfTheirs(path: string): number {
+  const raw = new Database(path, { readonly: true });
+  try {
+    return raw.prepare<[], number>(`
+      SELECT count(*) FROM timers t LEFT JOIN jobs j ON j.job_seq = t.job_seq
+      WHERE j.job_seq IS NULL OR j.shard != t.shard`).pluck().get()!;
+  } finally {
+    raw.close();
+  }
+}
+
+void describe('sqlite store: timers keyed by the job seq (schema v4)', () => {
+  void it('upgrades a version 3 file: pending timers keep their ids, fire as before, and no id is issued again', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    try {
+      const raw = new Database(path);
+      raw.pragma('journal_mode = WAL');
+      migrate(raw, 3);
+      const insertJob = raw.prepare(`INSERT INTO jobs (job_id, team, key, pool, state, spec, request_hash, shard, version,
+        created_at, updated_at) VALUES (?, 'team-a', NULL, 'pool-a', ?, ?, 'hash', ?, 1, ?, ?)`);
+      const insertTimer = raw.prepare(
+        'INSERT INTO timers (job_id, shard, bucket, fire_at, scheduled_at) VALUES (?, ?, ?, ?, ?)');
+      const recurring = jobRecord(jobSpec(), t0Ms);
+      const oneShot = jobRecord(jobSpec({ schedule: { at: new Date(t0Ms + minuteMs).toISOString() } }), t0Ms);
+      const finished = jobRecord(jobSpec(), t0Ms);
+      for (const [job, state] of [[recurring, 'active'], [oneShot, 'active'], [finished, 'done']] as const) {
+        insertJob.run(job.jobId, state, JSON.stringify(job.spec), job.shard, t0Ms, t0Ms);
+      }
+      // Timers in another order than their jobs, so no timer's id is its job's seq. The
+      // finished job's timer has the highest id and is gone (its dispatch deleted it), but a
+      // wheel may still hold it.
+      const write = (job: JobRecord, atMs: number) => insertTimer.run(job.jobId, job.shard, bucketOf(atMs), atMs, atMs);
+      write(oneShot, t0Ms + minuteMs);
+      write(recurring, t0Ms + 2 * minuteMs);
+      write(finished, t0Ms);
+      raw.prepare('DELETE FROM timers WHERE job_id = ?').run(finished.jobId);
+      raw.close();
+
+      const store = await openSqliteStore({ path });
+      try {
+        const shards = shardsOf([recurring, oneShot, finished]);
+        const loaded = await store.loadTimers({ shards, ...everyTimer });
+        assert.deepEqual(loaded.map((timer) => [timer.timerId, timer.jobId, timer.fireAtMs, timer.jobVersion]), [
+          ['1', oneShot.jobId, t0Ms + minuteMs, 1],
+          ['2', recurring.jobId, t0Ms + 2 * minuteMs, 1],
+        ]);
+        assert.equal((await store.getJob(null, recurring.jobId))?.nextFireAtMs, t0Ms + 2 * minuteMs);
+        assert.equal((await store.getJob(null, oneShot.jobId))?.nextFireAtMs, t0Ms + minuteMs);
+        assert.equal(await store.countJobsWithoutTimer(), 0, 'every active job still has its timer');
+
+        const [oneShotTimer, recurringTimer] = loaded as [LoadedTimer, LoadedTimer];
+        const lease = await ownShard(store, oneShot.shard, t0Ms + minuteMs);
+        // A timer presented as another job's is not consumed, as before.
+        const [misnamed] = await store.dispatch(
+          [dispatchItem(lease, { ...oneShotTimer, jobId: recurring.jobId }, { nextTimer: null })], t0Ms + minuteMs);
+        assert.equal(misnamed?.kind, 'timer_gone');
+        const [fired] = await store.dispatch([dispatchItem(lease, oneShotTimer, { nextTimer: null })], t0Ms + minuteMs);
+        assert.equal(fired?.kind, 'dispatched');
+        assert.equal((await store.getRun(null, runIdOf(oneShot.jobId, t0Ms + minuteMs)))?.status, 'ready');
+        assert.equal((await store.getJob(null, oneShot.jobId))?.state, 'done');
+
+        const recurringLease = await ownShard(store, recurring.shard, t0Ms + 2 * minuteMs);
+        const [next] = await store.dispatch(
+          [dispatchItem(recurringLease, recurringTimer, { nextTimer: timerAt(t0Ms + 3 * minuteMs) })], t0Ms + 2 * minuteMs);
+        assert.ok(next?.kind === 'dispatched');
+        assert.equal(next.nextTimerId, '4', 'a new timer takes no id a timer before the upgrade had');
+        assert.equal((await store.getJob(null, recurring.jobId))?.nextFireAtMs, t0Ms + 3 * minuteMs);
+        // The stale wheel entry of the finished job's timer fires nothing.
+        const finishedLease = await ownShard(store, finished.shard, t0Ms);
+        const [stale] = await store.dispatch(
+          [dispatchItem(finishedLease, { ...recurringTimer, timerId: '3', jobId: finished.jobId, shard: finished.shard },
+            { nextTimer: null })], t0Ms + 2 * minuteMs);
+        assert.equal(stale?.kind, 'timer_gone');
+        assert.deepEqual((await store.loadTimers({ shards, ...everyTimer })).map((timer) => [timer.timerId, timer.jobId]),
+          [['4', recurring.jobId]]);
+      } finally {
+        await store.close();
+      }
+      const upgraded = new Database(path, { readonly: true });
+      try {
+        assert.equal(upgraded.pragma('user_version', { simple: true }), schemaVersion);
+        assert.equal(upgraded.prepare("SELECT count(*) FROM sqlite_master WHERE name LIKE '%_v3'").pluck().get(), 0,
+          'the old table is gone');
+        assert.equal(upgraded.prepare("SELECT count(*) FROM sqlite_sequence WHERE name LIKE '%_v3'").pluck().get(), 0);
+        const columns = upgraded.prepare<[], string>("SELECT name FROM pragma_table_info('timers')").pluck().all();
+        assert.deepEqual(columns, ['timer_id', 'job_seq', 'shard', 'bucket', 'fire_at', 'scheduled_at']);
+      } finally {
+        upgraded.close();
+      }
+      assert.equal(timersNamingNoJobOfTheirs(path), 0);
+    } finally {
+      await removeDirectory();
+    }
+  });
+
+  void it('gives each timer of a batched create its own job\'s seq, with keyed, repeated and near-horizon jobs among them', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    const store = await openSqliteStore({ path, nearHorizonMs: 10 * minuteMs });
+    const peer = await openSqliteStore({ path });
+    try {
+      const announced: LoadedTimer[] = [];
+      const stopListening = store.onNearTimers((timers) => announced.push(...timers));
+      // Another connection writes jobs between the batches: the seqs a batch takes follow its rows.
+      const alone = jobRecord(jobSpec(), t0Ms);
+      await store.createJobs([{ job: alone, timer: timerAt(t0Ms + 100 * minuteMs) }], t0Ms);
+      const other = jobRecord(jobSpec(), t0Ms);
+      await peer.createJobs([{ job: other, timer: timerAt(t0Ms + 101 * minuteMs) }], t0Ms);
+
+      // Fire times all distinct: every fifth job is keyed, every seventh has no timer, every
+      // third fires inside the near horizon (inserted one by one, the others many to a row).
+      const items: CreateJobInput[] = Array.from({ length: 250 }, (_, index) => {
+        const job = jobRecord(jobSpec({ key: index % 5 === 0 ? `key-${index}` : null }), t0Ms);
+        const fireAtMs = t0Ms + (index % 3 === 0 ? 1_000 + index : 200 * minuteMs + index * 1_000);
+        return { job, timer: index % 7 === 0 ? null : timerAt(fireAtMs) };
+      });
+      // A repeat of a keyed job already in the batch: answered as existing, writes nothing.
+      items.splice(120, 0, { job: { ...items[5]!.job, jobId: jobRecord(jobSpec(), t0Ms).jobId }, timer: timerAt(t0Ms) });
+      const outcomes = await store.createJobs(items, t0Ms);
+      assert.deepEqual(outcomes.map((outcome) => outcome.kind).filter((kind) => kind !== 'created'), ['existing']);
+      stopListening();
+
+      const created = items.filter((_, index) => index !== 120);
+      const expectedFireAtMs = new Map(created.map((item) => [item.job.jobId, item.timer?.fireAtMs ?? null]));
+      expectedFireAtMs.set(alone.jobId, t0Ms + 100 * minuteMs);
+      expectedFireAtMs.set(other.jobId, t0Ms + 101 * minuteMs);
+      for (const [jobId, fireAtMs] of expectedFireAtMs) {
+        assert.equal((await store.getJob(null, jobId))?.nextFireAtMs, fireAtMs, `job ${jobId}'s next fire time`);
+      }
+      const loaded = await store.loadTimers({ shards: shardsOf([alone, other, ...created.map((item) => item.job)]),
+        ...everyTimer });
+      assert.equal(loaded.length, [...expectedFireAtMs.values()].filter((fireAtMs) => fireAtMs !== null).length);
+      for (const timer of loaded) assert.equal(timer.fireAtMs, expectedFireAtMs.get(timer.jobId), `timer ${timer.timerId}`);
+      // What was announced is what the loader reads: same timer ids, same jobs.
+      assert.ok(announced.length > 50);
+      const loadedById = new Map(loaded.map((timer) => [timer.timerId, timer.jobId]));
+      for (const timer of announced) assert.equal(loadedById.get(timer.timerId), timer.jobId, `announced ${timer.timerId}`);
+    } finally {
+      await peer.close();
+      await store.close();
+    }
+    assert.equal(timersNamingNoJobOfTheirs(path), 0);
+    await removeDirectory();
+  });
+});
