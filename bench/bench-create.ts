@@ -120,7 +120,7 @@ async function postBatches(baseUrl: string, bodies: readonly BatchBody[], concur
     while (next < bodies.length) {
       const body = bodies[next++]!;
       const answer = await transport(`${baseUrl}/v1/jobs:batch`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: body.text, signal: AbortSignal.timeout(600_000),
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: body.text, timeoutMs: 600_000,
       });
       const text = await answer.text();
       if (!answer.ok) throw new Error(`POST /v1/jobs:batch answered ${answer.status}: ${text.slice(0, 300)}`);

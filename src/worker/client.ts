@@ -13,7 +13,7 @@
 import { requestBodyBytesMax } from '../limits.js';
 import { createBatcher, type CreateBatcher, type CreateText } from './create-batcher.js';
 import { TicklerApiError, TicklerNetworkError } from './errors.js';
-import { httpTransport, type Transport, type TransportAnswer } from './http-transport.js';
+import { fetchTransport, httpTransport, type Transport, type TransportAnswer } from './http-transport.js';
 import type {
   BatchResult,
   ClockAnswer,
@@ -89,7 +89,7 @@ export class TicklerClient {
   constructor(options: TicklerClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.apiKey = options.apiKey;
-    this.transport = options.fetch ?? httpTransport();
+    this.transport = options.fetch === undefined ? httpTransport() : fetchTransport(options.fetch);
     this.requestTimeoutMs = options.requestTimeoutMs ?? requestTimeoutMsDefault;
     if (options.coalesceCreates === true) {
       const timeoutOf = (timeoutMs: number | undefined): RequestOptions => (timeoutMs === undefined ? {} : { timeoutMs });
@@ -278,15 +278,14 @@ export class TicklerClient {
     if (this.apiKey !== undefined) headers['authorization'] = `Bearer ${this.apiKey}`;
     const body = options.bodyText ?? (options.body === undefined ? undefined : JSON.stringify(options.body));
     if (body !== undefined) headers['content-type'] = 'application/json';
-    const timeout = AbortSignal.timeout(options.timeoutMs ?? this.requestTimeoutMs);
-    const signal = options.signal === undefined ? timeout : AbortSignal.any([options.signal, timeout]);
     let response: TransportAnswer;
     try {
       response = await this.transport(url, {
         method,
         headers,
         body,
-        signal,
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+        timeoutMs: options.timeoutMs ?? this.requestTimeoutMs,
       });
     } catch (error) {
       throw new TicklerNetworkError(`${method} ${path} got no answer from ${this.baseUrl}: ${describe(error)}`, {

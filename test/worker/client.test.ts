@@ -104,3 +104,15 @@ test('a fetch passed in replaces the default transport', async () => {
   assert.deepEqual(await tickler.healthz(), { ok: true });
   assert.deepEqual(seen, ['GET http://tickler.invalid/healthz']);
 });
+
+test('a fetch passed in gets the request timeout as its signal', async () => {
+  const tickler = new TicklerClient({
+    baseUrl: 'http://tickler.invalid',
+    // Never answers: only the signal can end it.
+    fetch: (_url, init) => new Promise<Response>((_resolve, reject) => {
+      init?.signal?.addEventListener('abort', () => reject(init.signal!.reason as Error));
+    }),
+  });
+  await assert.rejects(tickler.healthz({ timeoutMs: 50 }),
+    (error: unknown) => error instanceof TicklerNetworkError && /timeout/i.test(error.message));
+});
