@@ -13,6 +13,7 @@ import { repoRoot } from '../server-process.js';
 import { chartFileName, renderReport } from './report.js';
 import { Progress } from './progress.js';
 import type { ResultsFile, WorkloadRun } from './results.js';
+import { combineRounds } from './rounds.js';
 import { renderWorkloadChart } from './svg-chart.js';
 import { makeAdapter, unavailableReason } from './systems/index.js';
 import type { SystemName } from './types.js';
@@ -33,6 +34,8 @@ export interface HarnessOptions {
   findingsPath: string;
   command: string;
   progress: boolean;
+  /** Each system runs once per round, interleaved; the row is the rounds' median (rounds.ts). */
+  rounds: number;
 }
 
 /** The commit measured, and whether the engine's sources had uncommitted changes (engineers share one tree). */
@@ -51,12 +54,19 @@ export function machineDescription(): string {
 export async function runHarness(options: HarnessOptions): Promise<ResultsFile> {
   const results = loadResults(options);
   for (const workload of options.workloads) {
-    for (const system of options.systems) {
-      const run = await runOne(workload, system, options);
-      results.runs = results.runs.filter((other) => !(other.workload === run.workload && other.system === run.system));
-      results.runs.push(run);
-      results.finishedAt = new Date().toISOString();
-      saveResults(options, results);
+    const rounds = new Map<SystemName, WorkloadRun[]>(options.systems.map((system) => [system, []]));
+    for (let round = 0; round < options.rounds; round++) {
+      // Every other round in reverse, so no system always runs right after the same neighbour.
+      const order = round % 2 === 0 ? options.systems : [...options.systems].reverse();
+      for (const system of order) {
+        const done = rounds.get(system)!;
+        done.push(await runOne(workload, system, options));
+        const run = combineRounds(done);
+        results.runs = results.runs.filter((other) => !(other.workload === run.workload && other.system === run.system));
+        results.runs.push(run);
+        results.finishedAt = new Date().toISOString();
+        saveResults(options, results);
+      }
     }
   }
   return results;

@@ -34,6 +34,8 @@ export interface WorkloadRun {
   revision?: string;
   /** The job counts' multiplier when it was not 1 (`--scale`). */
   scale?: number;
+  /** How many interleaved rounds the figures are the median of (`--rounds`), when more than one. */
+  rounds?: number;
 }
 
 export interface ResultsFile {

@@ -19,6 +19,7 @@ const program = new Command()
   .option('--system <names>', `comma-separated of ${systemNames.join(', ')}, or all`, 'all')
   .option('--quick', 'tiny counts (the smoke test)', false)
   .option('--scale <fraction>', 'multiply the issue\'s job counts (e.g. 0.1 for a rehearsal)', '1')
+  .option('--rounds <n>', 'run every system n times, interleaved, and report the median (the machine\'s speed drifts)', '1')
   .option('--cpu-prof', 'profile tickler\'s server; top frames go to the notes, profiles to artifacts/peers-profiles', false)
   .option('--results <file>', 'results JSON (accumulates runs by workload and system)')
   .option('--docs-dir <dir>', 'where the report and charts go (default docs/ for full runs, none for --quick)')
@@ -27,11 +28,13 @@ const program = new Command()
   .parse();
 
 const options = program.opts<{
-  workload: string; system: string; quick: boolean; scale: string; cpuProf: boolean; results?: string; docsDir?: string; progress: boolean;
+  workload: string; system: string; quick: boolean; scale: string; rounds: string; cpuProf: boolean; results?: string; docsDir?: string; progress: boolean;
   reportOnly: boolean;
 }>();
 const scale = Number(options.scale);
 if (!(scale > 0 && scale <= 10)) program.error('--scale must be a number in (0, 10]');
+const rounds = Number(options.rounds);
+if (!(Number.isInteger(rounds) && rounds >= 1 && rounds <= 9)) program.error('--rounds must be a whole number from 1 to 9');
 
 function pick<T extends string>(value: string, known: readonly T[], what: string): T[] {
   if (value === 'all') return [...known];
@@ -61,6 +64,7 @@ const harnessOptions = {
   findingsPath: `${repoRoot}/bench/peers/findings.md`,
   command: `npm run bench:peers -- ${process.argv.slice(2).join(' ')}`.trim(),
   progress: options.progress,
+  rounds,
 };
 if (options.reportOnly) {
   writeDocs(harnessOptions);
