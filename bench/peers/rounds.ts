@@ -38,9 +38,16 @@ export function combineRounds(rounds: readonly WorkloadRun[]): WorkloadRun {
     figures,
     notes: [
       `median of ${rounds.length} rounds, interleaved with the other systems (each round's values in order: ${perRound.join('; ')})`,
-      ...rounds.flatMap((run, index) => run.notes.map((note) => `round ${index + 1}: ${note}`)),
+      ...notesOf(rounds),
     ],
     durationMs: rounds.reduce((sum, run) => sum + run.durationMs, 0),
     rounds: rounds.length,
   };
+}
+
+/** A note every round made is said once; the others say which round made them. */
+function notesOf(rounds: readonly WorkloadRun[]): string[] {
+  const inEvery = (note: string): boolean => rounds.every((run) => run.notes.includes(note));
+  const shared = [...new Set(rounds[0]!.notes.filter(inEvery))];
+  return [...shared, ...rounds.flatMap((run, index) => run.notes.filter((note) => !inEvery(note)).map((note) => `round ${index + 1}: ${note}`))];
 }

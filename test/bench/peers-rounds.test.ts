@@ -22,13 +22,14 @@ test('median: odd counts take the middle, even counts the mean of the middle two
 });
 
 test('rounds fold into medians; a correctness count takes the worst round; every value is noted', () => {
-  const run = combineRounds([round(100, 9, 0, 'a'), round(300, 5, 2, 'b'), round(200, 7, 0, 'c')]);
+  const run = combineRounds([round(100, 9, 0, 'a'), round(300, 5, 2, 'b'), round(200, 7, 0, 'c')]
+    .map((one) => ({ ...one, notes: ['said every round', ...one.notes] })));
   assert.deepEqual(run.figures.map((item) => [item.key, item.value]), [['handled_per_s', 200], ['lag_p99', 7], ['not_fired', 2]]);
   assert.equal(run.rounds, 3);
   assert.equal(run.durationMs, 3_000);
   assert.match(run.notes[0]!, /median of 3 rounds/);
   assert.match(run.notes[0]!, /handled_per_s 100 \/ 300 \/ 200; lag_p99 9 \/ 5 \/ 7/);
-  assert.deepEqual(run.notes.slice(1), ['round 1: a', 'round 2: b', 'round 3: c']);
+  assert.deepEqual(run.notes.slice(1), ['said every round', 'round 1: a', 'round 2: b', 'round 3: c']);
 });
 
 test('a figure missing in any round is unknown, and a failed round fails the row', () => {
