@@ -95,7 +95,7 @@ const writeChangesSql = prepared(
  * Rows are updated in the order of the arrays, which the caller sorts by run_id, as the
  * locking read of the general path does (two batches lock their common runs in one order).
  */
-const completeSucceededSql = prepared(
+const completeSucceededSql = (answer: string): string =>
   `WITH done AS (
      UPDATE runs r SET status = 'succeeded', finished_at = c.finished_at, ready_at = NULL, lease_expires_at = NULL,
                        last_error = NULL, result = c.result
@@ -111,7 +111,10 @@ const completeSucceededSql = prepared(
      INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
      SELECT run_id, finished_at, 'succeeded', 'running', 'succeeded', NULL FROM done
    )
-   SELECT * FROM done`);
+   SELECT ${answer} FROM done`;
+const completeSucceededWholeSql = prepared(completeSucceededSql('*'));
+/** For a group that wants no run back (`wantRun: false`, the SDK's brief completions). */
+const completeSucceededBrieflySql = prepared(completeSucceededSql('run_id, job_id, overlap'));
 
 const missedRunsSql = prepared('SELECT run_id, team, status FROM runs WHERE run_id = ANY($1::text[])');
 
@@ -124,7 +127,9 @@ async function completeSucceededWithin(tx: Transaction, requests: readonly Compl
   });
   const tried = [...firstIndexByRun.values()].map((index) => requests[index]!)
     .sort((left, right) => (left.runId < right.runId ? -1 : left.runId > right.runId ? 1 : 0));
-  const done = await tx.query<RunRow & { overlap: string }>(completeSucceededSql, [
+  // A brief group's rows carry only run_id, job_id and overlap: runFromRow is never called on them.
+  const brief = requests.every((request) => request.wantRun === false);
+  const done = await tx.query<RunRow & { overlap: string }>(brief ? completeSucceededBrieflySql : completeSucceededWholeSql, [
     textArray(tried.map((request) => request.runId)),
     textArray(tried.map((request) => request.fencingToken)),
     textArray(tried.map((request) => request.team)),
@@ -144,7 +149,7 @@ async function completeSucceededWithin(tx: Transaction, requests: readonly Compl
   });
   await releaseHeldOfJobs(tx, releaseJobs);
   return requests.map((request, index): CompleteOutcome => {
-    if (isCompleted(request, index)) return { kind: 'completed', run: runFromRow(completed.get(request.runId)!) };
+    if (isCompleted(request, index)) return brief ? { kind: 'accepted' } : { kind: 'completed', run: runFromRow(completed.get(request.runId)!) };
     const run = missed.get(request.runId);
     if (run === undefined || (request.team !== null && run.team !== request.team)) return { kind: 'not_found' };
     return classifyMiss(run);
