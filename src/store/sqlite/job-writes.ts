@@ -15,9 +15,6 @@ import { jobFromRow, jobSelectSql, jobToParams, runFromRow, type JobColumns, typ
 import { NearTimerBatch, type RunTable, type TimerTable } from './tables.js';
 import { atomically } from './atomically.js';
 
-type JobInsertValues = [jobSeq: number, jobId: string, team: string, key: string | null, pool: string, state: string, spec: string,
-  requestHash: string, shard: number, version: number, createdAtMs: number, updatedAtMs: number];
-
 export interface WriteEffects {
   nearTimers: LoadedTimer[];
   readyPools: string[];
@@ -82,7 +79,6 @@ class RowInserter {
 export class JobWrites {
   private readonly selectJob: Database.Statement<[string], JobRow>;
   private readonly selectByKey: Database.Statement<[string, string], JobRow>;
-  private readonly insertJob: Database.Statement<JobInsertValues>;
   private readonly jobRows: RowInserter;
   private readonly timerRows: RowInserter;
   private readonly updateJob: Database.Statement<[JobColumns]>;
@@ -104,7 +100,6 @@ export class JobWrites {
     this.selectJob = db.prepare(`${jobSelectSql} WHERE j.job_id = ?`);
     this.selectByKey = db.prepare(`${jobSelectSql} WHERE j.team = ? AND j.key = ?`);
     // Positional: binding by name looks every parameter up in an object built per row.
-    this.insertJob = db.prepare(insertSql('jobs', jobColumns, jobColumnCount, 1));
     this.jobRows = new RowInserter(db, 'jobs', jobColumns, jobColumnCount);
     this.timerRows = new RowInserter(db, 'timers', timerColumns, timerColumnCount);
     this.updateJob = db.prepare(`
@@ -169,24 +164,19 @@ export class JobWrites {
     const job: JobRecord = item.job.nextFireAtMs === nextFireAtMs && item.job.nextScheduledAtMs === nextScheduledAtMs
       ? item.job
       : { ...item.job, nextFireAtMs, nextScheduledAtMs };
-    let jobSeq: number;
     if (key !== null) {
-      // Rows still gathered are unkeyed and cannot match; they are written first all the same,
-      // so rows keep the order of the batch.
+      // Rows still gathered (an earlier keyed job of this batch among them) are written first,
+      // so the lookup sees every job created before this one.
       this.flushRows();
       const existing = this.selectByKey.get(job.team, key);
       if (existing !== undefined) {
         const found = jobFromRow(existing);
         return existing.request_hash === job.requestHash ? { kind: 'existing', job: found } : { kind: 'key_conflict', job: found };
       }
-      jobSeq = this.nextJobSeq++;
-      this.insertJob.run(jobSeq, job.jobId, job.team, key, job.spec.pool, job.state, specJsonOf(job.spec), job.requestHash,
-        job.shard, job.version, job.createdAtMs, job.updatedAtMs);
-    } else {
-      jobSeq = this.nextJobSeq++;
-      this.jobRows.add(jobSeq, job.jobId, job.team, key, job.spec.pool, job.state, specJsonOf(job.spec), job.requestHash,
-        job.shard, job.version, job.createdAtMs, job.updatedAtMs);
     }
+    const jobSeq = this.nextJobSeq++;
+    this.jobRows.add(jobSeq, job.jobId, job.team, key, job.spec.pool, job.state, specJsonOf(job.spec), job.requestHash,
+      job.shard, job.version, job.createdAtMs, job.updatedAtMs);
     if (timer !== null) {
       if (timer.fireAtMs < nearEndMs) {
         this.flushRows();
