@@ -14,6 +14,7 @@ import {
   decodeCursor, encodeCursor, jobFromRow, jobSelectSql, loadedTimerFromRow, parseDecimalId, runEventFromRow, runFromRow,
   type JobRow, type RunEventRow, type RunRow, type TimerWithJobRow,
 } from './rows.js';
+import { boundLimit } from './tables.js';
 
 type Param = string | number | null;
 
@@ -73,7 +74,7 @@ export class StoreReads {
     const withoutTimer = `FROM jobs j WHERE j.state = 'active'
       AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_seq = j.job_seq)`;
     this.selectJobsWithoutTimer = db.prepare(
-      `SELECT j.*, NULL AS next_fire_at, NULL AS next_scheduled_at ${withoutTimer} LIMIT ?`);
+      `SELECT j.*, NULL AS next_fire_at, NULL AS next_scheduled_at ${withoutTimer} ${boundLimit}`);
     this.countJobsWithoutTimerStatement = db.prepare<[], number>(`SELECT count(*) ${withoutTimer}`).pluck();
     this.selectNextLeaseExpiry = db.prepare<[], number | null>(
       "SELECT min(lease_expires_at) FROM runs WHERE status = 'running'").pluck();
@@ -117,7 +118,7 @@ export class StoreReads {
     // Ties on created_at fall to the rowid (insertion order), which ends the (team,
     // created_at) and (created_at) indexes: read backwards, they answer in this order.
     const sql = `${jobSelectSql} ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
-      ORDER BY j.created_at DESC, j.rowid DESC LIMIT ?`;
+      ORDER BY j.created_at DESC, j.rowid DESC ${boundLimit}`;
     const rows = this.cache.get(sql).all(...params, filter.limit + 1) as JobRow[];
     const items = rows.slice(0, filter.limit).map(jobFromRow);
     const last = items.at(-1);
@@ -148,7 +149,7 @@ export class StoreReads {
     // Timers name their job by its seq (schema v4): the join is a rowid lookup in jobs.
     const sql = `SELECT t.timer_id, j.job_id, t.shard, t.fire_at, t.scheduled_at, j.version, j.spec
       FROM timers t JOIN jobs j ON j.job_seq = t.job_seq
-      WHERE ${where.join(' AND ')} ORDER BY t.fire_at, t.timer_id LIMIT ?`;
+      WHERE ${where.join(' AND ')} ORDER BY t.fire_at, t.timer_id ${boundLimit}`;
     const rows = this.cache.get(sql).all(...params, query.limit) as TimerWithJobRow[];
     return rows.map(loadedTimerFromRow);
   }
@@ -197,7 +198,7 @@ export class StoreReads {
     // Ties on scheduled_at (a herd's runs all share it) fall to run_seq, dispatch order, which
     // ends the history indexes: read backwards, they answer in this order.
     const sql = `SELECT * FROM runs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
-      ORDER BY scheduled_at DESC, run_seq DESC LIMIT ?`;
+      ORDER BY scheduled_at DESC, run_seq DESC ${boundLimit}`;
     const rows = this.cache.get(sql).all(...params, filter.limit + 1) as RunRow[];
     const items = rows.slice(0, filter.limit).map(runFromRow);
     const last = items.at(-1);

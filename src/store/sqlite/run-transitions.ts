@@ -19,7 +19,7 @@ import type {
   TeamScope,
 } from '../store.js';
 import { parseDecimalId, runFromRow, type RunRow } from './rows.js';
-import type { RunTable, TokenSequence } from './tables.js';
+import { boundLimit, type RunTable, type TokenSequence } from './tables.js';
 import { atomically } from './atomically.js';
 
 interface LeasableRow {
@@ -72,7 +72,7 @@ export class RunTransitions {
       FROM runs r JOIN jobs j ON j.job_seq = r.job_seq
       WHERE r.pool = ? AND r.lane = ? AND r.status IN ('ready', 'retry_wait') AND r.held = 0 AND r.ready_at <= ?
         AND (? IS NULL OR r.team = ?)
-      ORDER BY r.ready_at LIMIT ?`);
+      ORDER BY r.ready_at ${boundLimit}`);
     this.markRunning = db.prepare(`
       UPDATE runs SET status = 'running', attempt = attempt + 1, fencing_token = ?, lease_ms = ?,
         lease_expires_at = ?, started_at = ?, worker_id = ?, ready_at = NULL
@@ -84,7 +84,7 @@ export class RunTransitions {
     this.selectSpec = db.prepare('SELECT spec FROM jobs WHERE job_id = ?');
     this.selectExpired = db.prepare(`
       SELECT r.*, j.spec FROM runs r JOIN jobs j ON j.job_seq = r.job_seq
-      WHERE r.status = 'running' AND r.lease_expires_at <= ? ORDER BY r.lease_expires_at LIMIT ?`);
+      WHERE r.status = 'running' AND r.lease_expires_at <= ? ORDER BY r.lease_expires_at ${boundLimit}`);
     this.setOutcome = db.prepare(`
       UPDATE runs SET status = @status, finished_at = @finished_at, last_error = @last_error, result = @result,
         ready_at = @ready_at, lease_expires_at = NULL
