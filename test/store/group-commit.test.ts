@@ -149,6 +149,88 @@ void describe('sqlite group commit with the sync off the loop', () => {
   });
 });
 
+/** A gather timer the test fires by hand. */
+class ManualTimer {
+  readonly armed: { callback(): void; delayMs: number; cancelled: boolean }[] = [];
+
+  readonly setTimer = (callback: () => void, delayMs: number): (() => void) => {
+    const timer = { callback, delayMs, cancelled: false };
+    this.armed.push(timer);
+    return () => {
+      timer.cancelled = true;
+    };
+  };
+
+  fire(): void {
+    const live = this.armed.filter((timer) => !timer.cancelled);
+    assert.equal(live.length, 1, 'one gather timer armed');
+    live[0]!.cancelled = true;
+    live[0]!.callback();
+  }
+}
+
+function gatheringQueue(disk: Durability, timer: ManualTimer): { queue: GroupCommitQueue; groups: string[][]; log: string[] } {
+  const groups: string[][] = [];
+  const commit = (operations: readonly QueuedOperation[]): OperationOutcome[] => {
+    groups.push(operations.map((operation) => String(operation.run())));
+    return operations.map((operation) => ({ ok: true, value: operation.run() }));
+  };
+  return { queue: new GroupCommitQueue(commit, 100, disk, { gatherMs: 60_000, recentNotDurableMs: 60_000, setTimer: timer.setTimer }), groups, log: [] };
+}
+
+void describe('sqlite group commit: durable writes gathering for company', () => {
+  void it('while dispatches commit steadily, a lone completion waits and rides the next one', async () => {
+    const disk = new ManualDisk();
+    const timer = new ManualTimer();
+    const { queue, groups, log } = gatheringQueue(disk, timer);
+    await submit(queue, log, 'dispatch-1', false);
+    const completion = submit(queue, log, 'complete', true);
+    await nextTurn();
+    assert.deepEqual(groups, [['dispatch-1']], 'the completion waits');
+    assert.equal(timer.armed.length, 1);
+    const dispatch = submit(queue, log, 'dispatch-2', false);
+    await nextTurn();
+    assert.deepEqual(groups, [['dispatch-1'], ['complete', 'dispatch-2']], 'one transaction for both');
+    assert.ok(timer.armed[0]!.cancelled, 'the gather ended with the commit');
+    assert.equal(await dispatch, 'dispatch-2');
+    disk.syncs.at(-1)!.resolve();
+    assert.equal(await completion, 'complete', 'answered once its commit is synced');
+  });
+
+  void it('commits the lone completion when the gather runs out', async () => {
+    const disk = new ManualDisk();
+    const timer = new ManualTimer();
+    const { queue, groups, log } = gatheringQueue(disk, timer);
+    await submit(queue, log, 'dispatch', false);
+    const completion = submit(queue, log, 'complete', true);
+    await nextTurn();
+    await nextTurn();
+    assert.deepEqual(groups, [['dispatch']]);
+    timer.fire();
+    assert.deepEqual(groups, [['dispatch'], ['complete']]);
+    disk.syncs.at(-1)!.resolve();
+    assert.equal(await completion, 'complete');
+  });
+
+  void it('does not wait when nothing but durable writes commit (creates alone), nor for a heavy group', async () => {
+    const disk = new ManualDisk();
+    const timer = new ManualTimer();
+    const { queue, groups, log } = gatheringQueue(disk, timer);
+    const create = submit(queue, log, 'create', true);
+    await nextTurn();
+    assert.deepEqual(groups, [['create']], 'no dispatch or lease committed lately: no wait');
+    disk.syncs[0]!.resolve();
+    await create;
+    await submit(queue, log, 'dispatch', false);
+    const heavy = queue.submit({ run: () => 'batch', afterCommit: () => undefined, weight: 64, durable: true });
+    await nextTurn();
+    assert.deepEqual(groups, [['create'], ['dispatch'], ['batch']], 'a batch of 64 commits at once');
+    assert.equal(timer.armed.length, 0);
+    disk.syncs.at(-1)!.resolve();
+    assert.equal(await heavy, 'batch');
+  });
+});
+
 void describe('sqlite store: groups of one and of many', () => {
   void it('a write that fails alone in its group leaves nothing behind; the next group commits', async () => {
     const directory = await mkdtemp(join(tmpdir(), 'tickler-group-'));

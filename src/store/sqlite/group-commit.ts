@@ -16,12 +16,38 @@
  * Reads are not queued: one may see a commit whose sync has not finished. After a power
  * failure such a write can be gone although someone read it; never a durable one that was answered.
  *
+ * With `gatherMs`, durable writes that would commit alone (a worker's completion between two
+ * dispatches) wait up to that long for the next write that needs no sync and share its
+ * transaction, but only while such writes are committing every few milliseconds: a
+ * transaction's cost here is mostly its fixed part (each dirty page is a whole WAL frame),
+ * and on bench:peers W2 (2,000 timers a second) completions committing on their own were a
+ * fifth of the server's transactions. A caller waits at most `gatherMs` longer; a store
+ * whose writes are all durable (creates alone) never waits.
+ *
  * A group is bounded by `weightMax` (items, not operations) so one commit never holds the
  * loop for long. When a sync fails, what was committed since the last good sync may not
  * be on disk: those callers get the error, and the queue refuses every later write, as
  * PostgreSQL panics on a failed fsync rather than trust the page cache again.
  */
 import { TicklerError } from '../../errors.js';
+
+/** A durable write waits for company only if a write needing no sync committed this recently. */
+const recentNotDurableMsDefault = 5;
+/** A group of durable writes this heavy commits without waiting for company. */
+const gatherWeightMaxDefault = 64;
+
+export interface GatherOptions {
+  /**
+   * How long durable writes alone may wait for the next write that needs no sync, to share
+   * its transaction (like PostgreSQL's `commit_delay`). 0, the default, never waits.
+   */
+  gatherMs?: number;
+  gatherWeightMax?: number;
+  /** Gathers only if a write that needs no sync committed within this many ms; default 5. */
+  recentNotDurableMs?: number;
+  /** Arms the gather's timer; answers its cancel. Tests pass their own. */
+  setTimer?: (callback: () => void, delayMs: number) => () => void;
+}
 
 export type OperationOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
@@ -63,6 +89,19 @@ export class GroupCommitQueue {
   private unsynced: CommittedOperation[] = [];
   private syncInFlight: Promise<void> | null = null;
   private flushScheduled = false;
+  private readonly gatherMs: number;
+  private readonly gatherWeightMax: number;
+  private readonly recentNotDurableMs: number;
+  private readonly setTimer: NonNullable<GatherOptions['setTimer']>;
+  /** When a group with a write that needs no sync last committed (performance.now()). */
+  private lastNotDurableCommitMs = Number.NEGATIVE_INFINITY;
+  /** When the oldest of `pending` was submitted. */
+  private oldestPendingMs = 0;
+  /** Weight of `pending`. */
+  private pendingWeight = 0;
+  /** Cancels the timer that ends a gather; null when not gathering. */
+  private gatherTimer: (() => void) | null = null;
+  private gatherExpired = false;
   private broken: unknown = null;
   /** Counters that show how well writes coalesce. */
   readonly stats = { transactions: 0, operations: 0 };
@@ -77,13 +116,24 @@ export class GroupCommitQueue {
     private readonly commitGroup: (operations: readonly QueuedOperation[]) => OperationOutcome[],
     private readonly weightMax: number,
     private readonly durability: Durability | null = null,
-  ) {}
+    options: GatherOptions = {},
+  ) {
+    this.gatherMs = options.gatherMs ?? 0;
+    this.gatherWeightMax = options.gatherWeightMax ?? gatherWeightMaxDefault;
+    this.recentNotDurableMs = options.recentNotDurableMs ?? recentNotDurableMsDefault;
+    this.setTimer = options.setTimer ?? ((callback, delayMs) => {
+      const handle = setTimeout(callback, delayMs);
+      return () => clearTimeout(handle);
+    });
+  }
 
   submit<T>(operation: { run(): T; afterCommit(value: T): void; weight: number; durable?: boolean }): Promise<T> {
     if (this.broken !== null) return Promise.reject(unusable(this.broken));
     return new Promise<T>((resolve, reject) => {
       const durable = operation.durable ?? true;
       if (!durable) this.pendingNotDurable++;
+      if (this.pending.length === 0) this.oldestPendingMs = performance.now();
+      this.pendingWeight += operation.weight;
       this.pending.push({
         run: operation.run,
         afterCommit: operation.afterCommit as (value: unknown) => void,
@@ -126,12 +176,43 @@ export class GroupCommitQueue {
   private flush(): void {
     // While the disk works on the previous group, durable newcomers gather for the next one;
     // a write that needs no sync does not wait for it.
-    if (this.pending.length > 0 && (this.syncInFlight === null || this.pendingNotDurable > 0)) {
-      this.commitOneGroup();
-      settle(this.durability === null ? this.takeUnsynced() : this.takeNotDurable());
+    if (this.canCommitNow()) {
+      if (this.shouldGather()) {
+        this.armGather();
+      } else {
+        this.commitOneGroup();
+        settle(this.durability === null ? this.takeUnsynced() : this.takeNotDurable());
+      }
     }
     if (this.syncInFlight === null && this.unsynced.length > 0) this.startSync();
-    if (this.pending.length > 0 && (this.syncInFlight === null || this.pendingNotDurable > 0)) this.scheduleFlush();
+    if (this.canCommitNow() && this.gatherTimer === null) this.scheduleFlush();
+  }
+
+  private canCommitNow(): boolean {
+    return this.pending.length > 0 && (this.syncInFlight === null || this.pendingNotDurable > 0);
+  }
+
+  /**
+   * Whether durable writes alone should wait for company: only while writes that need no
+   * sync (dispatches, leases) have been committing moments ago, so one is likely to come
+   * within `gatherMs`, and only for a small group that has not waited that long already.
+   */
+  private shouldGather(): boolean {
+    if (this.gatherMs <= 0 || this.durability === null || this.pendingNotDurable > 0 || this.gatherExpired) return false;
+    const nowMs = performance.now();
+    return nowMs - this.lastNotDurableCommitMs <= this.recentNotDurableMs &&
+      nowMs - this.oldestPendingMs < this.gatherMs &&
+      this.pendingWeight < this.gatherWeightMax;
+  }
+
+  private armGather(): void {
+    if (this.gatherTimer !== null) return;
+    const remainingMs = Math.max(0, this.gatherMs - (performance.now() - this.oldestPendingMs));
+    this.gatherTimer = this.setTimer(() => {
+      this.gatherTimer = null;
+      this.gatherExpired = true;
+      this.flush();
+    }, remainingMs);
   }
 
   private commitOneGroup(): void {
@@ -145,7 +226,18 @@ export class GroupCommitQueue {
     if (count === 0) return;
     const group = this.pending.slice(0, count);
     this.pending = this.pending.slice(count);
-    for (const operation of group) if (!operation.durable) this.pendingNotDurable--;
+    this.pendingWeight -= weight;
+    if (this.pending.length > 0) this.oldestPendingMs = performance.now();
+    this.gatherTimer?.();
+    this.gatherTimer = null;
+    this.gatherExpired = false;
+    let hadNotDurable = false;
+    for (const operation of group) {
+      if (operation.durable) continue;
+      this.pendingNotDurable--;
+      hadNotDurable = true;
+    }
+    if (hadNotDurable) this.lastNotDurableCommitMs = performance.now();
     let outcomes: OperationOutcome[];
     try {
       outcomes = this.commitGroup(group);
@@ -202,6 +294,9 @@ export class GroupCommitQueue {
     for (const operation of this.pending) operation.reject(unusable(error));
     this.pending = [];
     this.pendingNotDurable = 0;
+    this.pendingWeight = 0;
+    this.gatherTimer?.();
+    this.gatherTimer = null;
   }
 }
 

@@ -50,6 +50,11 @@ export interface SqliteStoreOptions {
 }
 
 const busyTimeoutMsDefault = 5_000;
+/**
+ * How long a completion (or another durable write) alone waits for the next dispatch or lease
+ * to share its transaction while those are committing steadily (group-commit.ts).
+ */
+const durableGatherMs = 1;
 
 /**
  * Worker leases commit without waiting for the disk (see `lease`), and the token sequence
@@ -153,7 +158,7 @@ export class SqliteStore implements Store {
       const outcomes = this.commitGroup(operations);
       this.checkpointer.afterCommit();
       return outcomes;
-    }, groupCommitMax, this.walSync);
+    }, groupCommitMax, this.walSync, { gatherMs: durableGatherMs });
   }
 
   /** Waits for a background checkpoint in flight; answers what the checkpoint thread has done so far. */
