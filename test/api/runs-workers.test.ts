@@ -289,6 +289,32 @@ describe('workers: shutdown', () => {
     assert.deepEqual(await answer.json(), { runs: [] });
   });
 
+  it('stops waiting for a worker that went away mid long-poll, and only then', async () => {
+    const h = await startHarness();
+    try {
+      const address = await h.app.listen({ host: '127.0.0.1', port: 0 });
+      const lease = (signal?: AbortSignal) => fetch(`${address}/v1/workers/lease`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ pool: 'gone', wait_s: 30 }),
+        ...(signal === undefined ? {} : { signal }),
+      });
+      const worker = new AbortController();
+      const abandoned = lease(worker.signal);
+      await waitFor(() => parkedWaiters(h) === 1);
+      worker.abort();
+      await assert.rejects(abandoned);
+      await waitFor(() => parkedWaiters(h) === 0);
+      // A long-poll answered normally is not counted as gone: the next one parks and is served.
+      const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool: 'gone' }) });
+      const waiting = lease();
+      await waitFor(() => parkedWaiters(h) === 1);
+      await h.call('POST', `/v1/jobs/${created.json.job_id}/trigger`);
+      const answer = await waiting;
+      assert.equal(((await answer.json()) as { runs: unknown[] }).runs.length, 1);
+    } finally {
+      await h.close();
+    }
+  });
+
   it('releases waiting workers when the app closes', async () => {
     const h = await startHarness();
     const waiting = h.call('POST', '/v1/workers/lease', { body: { pool: 'closing', wait_s: 30 } });
