@@ -74,6 +74,12 @@ function registerCreateRoutes(app: App, { jobs }: ApiContext): void {
     });
     const prepared = jobs.prepareCreates(team, valid);
     const committing = jobs.commitCreates(prepared);
+    // `answer: "id"` leaves the job out of each accepted item: a bulk load that needs only the
+    // ids is spared building, sending and parsing ~500 bytes of job per item.
+    if (request.body.answer === 'id') {
+      const results = withItemErrors(invalid, await committing);
+      return reply.type(jsonType).send(joinedUtf8('{"results":[', results, batchIdAnswerOf, ']}'));
+    }
     // Awaited below; marked handled now, as it may fail before then.
     committing.catch(() => undefined);
     // The store commits on the next turn of the loop and answers once the commit's fsync is
@@ -107,8 +113,19 @@ function sameResult(result: CreateResult, expected: CreateResult): boolean {
 /** One item of `{"results": [...]}`, written out by hand: a job's text comes from jobWireJson. */
 function batchAnswerOf(result: CreateResult): string {
   return result.kind === 'error'
-    ? JSON.stringify({ status: result.error.status, ...result.error.toBody() })
+    ? itemErrorJson(result.error)
     : `{"status":${result.kind === 'created' ? 201 : 200},"job":${jobWireJson(result.job)}}`;
+}
+
+/** As batchAnswerOf, with `answer: "id"`: an accepted item carries the job's id alone. */
+function batchIdAnswerOf(result: CreateResult): string {
+  return result.kind === 'error'
+    ? itemErrorJson(result.error)
+    : `{"status":${result.kind === 'created' ? 201 : 200},"job_id":${JSON.stringify(result.job.jobId)}}`;
+}
+
+function itemErrorJson(error: TicklerError): string {
+  return JSON.stringify({ status: error.status, ...error.toBody() });
 }
 
 function registerReadRoutes(app: App, { jobs, runs }: ApiContext): void {

@@ -113,8 +113,12 @@ export const JobPatchBody = Type.Object({
 export type JobPatchBody = Static<typeof JobPatchBody>;
 
 /** Items are validated one by one in the handler, so one bad item fails only itself. */
+/** What an accepted batch-create item carries: the whole job (default) or only its id. */
+export const createAnswers = ['job', 'id'] as const;
+
 export const JobBatchBody = Type.Object({
   jobs: Type.Array(Type.Unknown(), { minItems: 1, maxItems: limits.batchJobsMax }),
+  answer: Type.Optional(oneOf(createAnswers)),
 }, strict);
 
 export const JobIdParams = Type.Object({ job_id: Type.String() }, strict);

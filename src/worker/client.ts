@@ -15,6 +15,7 @@ import { createBatcher, type CreateBatcher, type CreateText } from './create-bat
 import { TicklerApiError, TicklerNetworkError } from './errors.js';
 import { fetchTransport, httpTransport, type Transport, type TransportAnswer } from './http-transport.js';
 import type {
+  BatchIdResult,
   BatchResult,
   ClockAnswer,
   CompleteBatchItem,
@@ -160,6 +161,14 @@ export class TicklerClient {
   /** Up to 1,000 creates; one bad item fails only itself. */
   batchCreateJobs(jobs: JobCreateRequest[], options?: RequestOptions): Promise<{ results: BatchResult[] }> {
     return this.json('POST', '/v1/jobs:batch', { body: { jobs }, ...options });
+  }
+
+  /**
+   * As `batchCreateJobs`, answering each accepted item's `job_id` instead of the whole job
+   * (`answer: "id"`): for bulk loads that keep only the ids.
+   */
+  batchCreateJobIds(jobs: JobCreateRequest[], options?: RequestOptions): Promise<{ results: BatchIdResult[] }> {
+    return this.json('POST', '/v1/jobs:batch', { body: { jobs, answer: 'id' }, ...options });
   }
 
   previewSchedule(query: PreviewQuery, options?: RequestOptions): Promise<{ items: PreviewItem[] }> {

@@ -124,6 +124,10 @@ export interface ListDlqQuery {
 export type BatchResult =
   | { status: 200 | 201; job: Job }
   | { status: number; error: { code: string; message: string; field?: string } };
+/** As `BatchResult`, asked with `answer: 'id'`: an accepted item carries the job's id alone. */
+export type BatchIdResult =
+  | { status: 200 | 201; job_id: string }
+  | { status: number; error: { code: string; message: string; field?: string } };
 
 export interface PreviewQuery {
   cron: string;

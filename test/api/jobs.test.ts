@@ -316,6 +316,28 @@ describe('jobs API: batch and preview', () => {
     assert.equal(different.status, 409);
   });
 
+  it('answers ids alone with answer "id", errors as before; another answer value is refused whole', async () => {
+    const answer = await h.call('POST', '/v1/jobs:batch', {
+      body: { answer: 'id', jobs: [delayJob({ key: 'brief' }), cronJob({ schedule: { cron: '0 2 * *' } }), delayJob({ key: 'brief' })] },
+    });
+    assert.equal(answer.status, 200);
+    const [created, bad, again] = answer.json.results;
+    assert.equal(created.status, 201);
+    assert.deepEqual(Object.keys(created).sort(), ['job_id', 'status'], 'no job in an accepted item');
+    assert.equal(bad.status, 400);
+    assert.equal(bad.error.field, 'schedule.cron');
+    assert.deepEqual(again, { status: 200, job_id: created.job_id }, 'the same key answers the job already created');
+    const job = await h.call('GET', `/v1/jobs/${created.job_id}`);
+    assert.equal(job.json.key, 'brief');
+
+    const before = (await h.call('GET', '/v1/jobs?limit=1000')).json.items.length;
+    const refused = await h.call('POST', '/v1/jobs:batch', { body: { answer: 'run', jobs: [delayJob()] } });
+    assert.equal(refused.status, 400);
+    assert.equal(refused.json.error.code, 'invalid_request');
+    assert.equal(refused.json.error.field, 'answer');
+    assert.equal((await h.call('GET', '/v1/jobs?limit=1000')).json.items.length, before, 'nothing created');
+  });
+
   it('refuses an empty or oversized batch', async () => {
     const empty = await h.call('POST', '/v1/jobs:batch', { body: { jobs: [] } });
     assert.equal(empty.status, 400);

@@ -5,6 +5,7 @@ import { after, before, test } from 'node:test';
 import { TicklerClient } from '../../src/worker/client.js';
 import { TicklerApiError, TicklerNetworkError } from '../../src/worker/errors.js';
 import { FakeTicklerServer } from './fake-server.js';
+import { startHarness } from '../api/harness.js';
 
 const server = new FakeTicklerServer();
 before(() => server.listen());
@@ -115,4 +116,24 @@ test('a fetch passed in gets the request timeout as its signal', async () => {
   });
   await assert.rejects(tickler.healthz({ timeoutMs: 50 }),
     (error: unknown) => error instanceof TicklerNetworkError && /timeout/i.test(error.message));
+});
+
+test('batchCreateJobIds answers each accepted job\'s id alone, on a real server', async () => {
+  const harness = await startHarness();
+  try {
+    const baseUrl = await harness.app.listen({ host: '127.0.0.1', port: 0 });
+    const tickler = new TicklerClient({ baseUrl });
+    const { results } = await tickler.batchCreateJobIds([
+      { schedule: { delay_s: 60 }, pool: 'ids', payload: { n: 1 } },
+      { schedule: { cron: 'not a cron' }, pool: 'ids' },
+    ]);
+    assert.equal(results.length, 2);
+    const [created, bad] = results;
+    assert.ok(created !== undefined && 'job_id' in created && created.status === 201);
+    assert.deepEqual((await tickler.getJob(created.job_id)).payload, { n: 1 });
+    assert.ok(bad !== undefined && 'error' in bad && bad.status === 400);
+    assert.equal(bad.error.field, 'schedule.cron');
+  } finally {
+    await harness.close();
+  }
 });
