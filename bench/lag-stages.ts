@@ -1,0 +1,117 @@
+/**
+ * Where a timer's fire lag goes, stage by stage, on bench:peers W2's shape: N one-shot timers
+ * due evenly over S seconds, starting A seconds ahead, against a real `tickler serve` on its
+ * embedded SQLite store, with one SDK worker (concurrency 50, prefetch 50, as bench:peers
+ * runs it) in this process. After the run it reads each run's `fire_at`, `dispatched_at`
+ * and `started_at` (lease) from the data directory's database, and the handler's start from
+ * the worker, and prints the percentiles of each stage:
+ *
+ *   fire → dispatch     the scheduler's wheel and the dispatch transaction
+ *   dispatch → lease    waiting for a lease request (0 when a parked worker is served inside
+ *                       the dispatch's transaction)
+ *   lease → handler     the lease's answer over HTTP and the SDK starting the handler
+ *
+ * with the server's CPU per run (from /proc, all its threads) and this process's. The
+ * database's times are whole milliseconds; the handler's start is Date.now() on the same
+ * clock.
+ *
+ *   node --import tsx bench/lag-stages.ts [--timers 20000] [--span-s 10] [--ahead-s 5]
+ *     [--cpu-prof DIR]   (profile the server; the profile is written when it exits)
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
+import { batchJobsMax } from '../src/limits.js';
+import { createWorker } from '../src/worker/worker.js';
+import { makeTempDir, startBenchServer } from './server-process.js';
+
+const { values: options } = parseArgs({
+  options: {
+    timers: { type: 'string', default: '20000' },
+    'span-s': { type: 'string', default: '10' },
+    'ahead-s': { type: 'string', default: '5' },
+    'cpu-prof': { type: 'string' },
+  },
+});
+const count = Number(options.timers);
+const spanMs = Number(options['span-s']) * 1_000;
+const aheadMs = Number(options['ahead-s']) * 1_000;
+const pool = 'stages';
+
+/** User + system CPU of a process so far, all threads, in ms (Linux /proc). */
+function processCpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  const ticksPerS = 100;
+  return ((Number(fields[11]) + Number(fields[12])) * 1_000) / ticksPerS;
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
+}
+
+const dataDir = makeTempDir('lag-stages-');
+const server = await startBenchServer({
+  dataDir: dataDir.dir, ...(options['cpu-prof'] === undefined ? {} : { cpuProfileDir: options['cpu-prof'] }),
+});
+try {
+  const client = server.client;
+  const firstDueMs = Date.now() + aheadMs;
+  const dueOf = (index: number): number => firstDueMs + Math.floor((index * spanMs) / count);
+  for (let first = 0; first < count; first += batchJobsMax) {
+    const jobs = Array.from({ length: Math.min(batchJobsMax, count - first) }, (_, offset) => first + offset)
+      .map((index) => ({ schedule: { at: new Date(dueOf(index)).toISOString() }, pool, payload: { i: index } }));
+    const { results } = await client.batchCreateJobIds(jobs);
+    if (results.some((result) => !('job_id' in result))) throw new Error('a create failed');
+  }
+  if (Date.now() > firstDueMs - 500) throw new Error('creating took longer than --ahead-s allows; raise it');
+
+  const handledAtMs = new Float64Array(count).fill(Number.NaN);
+  let handledCount = 0;
+  let allHandled!: () => void;
+  const done = new Promise<void>((resolve) => {
+    allHandled = resolve;
+  });
+  const quiet = (): void => undefined;
+  const worker = createWorker({
+    client, pool, concurrency: 50, prefetch: 50,
+    logger: { debug: quiet, info: quiet, warn: quiet, error: quiet },
+    handler: (run) => {
+      const index = (run.payload as { i: number }).i;
+      if (!Number.isNaN(handledAtMs[index]!)) return;
+      handledAtMs[index] = Date.now();
+      if (++handledCount === count) allHandled();
+    },
+  });
+  worker.start();
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, firstDueMs - Date.now())));
+  const serverCpuBeforeMs = processCpuMs(server.pid);
+  const harnessCpuBefore = process.cpuUsage();
+  await done;
+  const serverCpuMs = processCpuMs(server.pid) - serverCpuBeforeMs;
+  const harnessCpu = process.cpuUsage(harnessCpuBefore);
+  await worker.stop({ timeoutMs: 5_000 });
+
+  const db = new Database(join(dataDir.dir, 'tickler.db'), { readonly: true });
+  const rows = db.prepare(`SELECT r.fire_at, r.dispatched_at, r.started_at, json_extract(j.spec, '$.payload.i') AS i
+    FROM runs r JOIN jobs j ON j.job_seq = r.job_seq`).all() as { fire_at: number; dispatched_at: number; started_at: number; i: number }[];
+  db.close();
+  if (rows.length !== count) throw new Error(`${rows.length} runs for ${count} timers`);
+  const stages: [string, (row: (typeof rows)[number]) => number][] = [
+    ['fire -> dispatch', (row) => row.dispatched_at - row.fire_at],
+    ['dispatch -> lease', (row) => row.started_at - row.dispatched_at],
+    ['lease -> handler', (row) => handledAtMs[row.i]! - row.started_at],
+    ['fire -> handler', (row) => handledAtMs[row.i]! - row.fire_at],
+  ];
+  console.log(`${count} timers over ${spanMs / 1_000} s; lag stages in ms (database times are whole ms)`);
+  for (const [name, stageOf] of stages) {
+    const sorted = rows.map(stageOf).sort((a, b) => a - b);
+    console.log(`${name.padEnd(18)} p50 ${percentile(sorted, 0.5)}  p90 ${percentile(sorted, 0.9)}  ` +
+      `p99 ${percentile(sorted, 0.99)}  max ${sorted.at(-1)}`);
+  }
+  console.log(`CPU per run: server ${((serverCpuMs * 1_000) / count).toFixed(0)} us (all threads), ` +
+    `this process ${((harnessCpu.user + harnessCpu.system) / count).toFixed(0)} us`);
+} finally {
+  await server.stop();
+  dataDir.remove();
+}
