@@ -16,7 +16,11 @@
  * clock.
  *
  *   node --import tsx bench/lag-stages.ts [--timers 20000] [--span-s 10] [--ahead-s 5]
- *     [--cpu-prof DIR]   (profile the server; the profile is written when it exits)
+ *     [--rounds 1] [--cpu-prof DIR]
+ *
+ * `--rounds N` runs the shape N times against the same server and prints each round: the
+ * first meets a fresh process (cold JIT, a WAL file still growing), later ones a warm one.
+ * `--cpu-prof DIR` profiles the server; the profile is written when it exits.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,7 +28,7 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { batchJobsMax } from '../src/limits.js';
 import { createWorker } from '../src/worker/worker.js';
-import { makeTempDir, startBenchServer } from './server-process.js';
+import { makeTempDir, startBenchServer, type BenchServer } from './server-process.js';
 
 const { values: options } = parseArgs({
   options: {
@@ -32,6 +36,7 @@ const { values: options } = parseArgs({
     'span-s': { type: 'string', default: '10' },
     'ahead-s': { type: 'string', default: '5' },
     'cpu-prof': { type: 'string' },
+    rounds: { type: 'string', default: '1' },
   },
 });
 const count = Number(options.timers);
@@ -56,11 +61,21 @@ const server = await startBenchServer({
 });
 try {
   const client = server.client;
+  for (let round = 1; round <= Number(options.rounds); round++) {
+    console.log(`round ${round}`);
+    await measureRound(client, round);
+  }
+} finally {
+  await server.stop();
+  dataDir.remove();
+}
+
+async function measureRound(client: BenchServer['client'], round: number): Promise<void> {
   const firstDueMs = Date.now() + aheadMs;
   const dueOf = (index: number): number => firstDueMs + Math.floor((index * spanMs) / count);
   for (let first = 0; first < count; first += batchJobsMax) {
     const jobs = Array.from({ length: Math.min(batchJobsMax, count - first) }, (_, offset) => first + offset)
-      .map((index) => ({ schedule: { at: new Date(dueOf(index)).toISOString() }, pool, payload: { i: index } }));
+      .map((index) => ({ schedule: { at: new Date(dueOf(index)).toISOString() }, pool, payload: { i: index, round } }));
     const { results } = await client.batchCreateJobIds(jobs);
     if (results.some((result) => !('job_id' in result))) throw new Error('a create failed');
   }
@@ -94,7 +109,7 @@ try {
 
   const db = new Database(join(dataDir.dir, 'tickler.db'), { readonly: true });
   const rows = db.prepare(`SELECT r.fire_at, r.dispatched_at, r.started_at, json_extract(j.spec, '$.payload.i') AS i
-    FROM runs r JOIN jobs j ON j.job_seq = r.job_seq`).all() as { fire_at: number; dispatched_at: number; started_at: number; i: number }[];
+    FROM runs r JOIN jobs j ON j.job_seq = r.job_seq WHERE json_extract(j.spec, '$.payload.round') = ?`).all(round) as { fire_at: number; dispatched_at: number; started_at: number; i: number }[];
   db.close();
   if (rows.length !== count) throw new Error(`${rows.length} runs for ${count} timers`);
   const stages: [string, (row: (typeof rows)[number]) => number][] = [
@@ -111,7 +126,4 @@ try {
   }
   console.log(`CPU per run: server ${((serverCpuMs * 1_000) / count).toFixed(0)} us (all threads), ` +
     `this process ${((harnessCpu.user + harnessCpu.system) / count).toFixed(0)} us`);
-} finally {
-  await server.stop();
-  dataDir.remove();
 }
