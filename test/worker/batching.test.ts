@@ -8,7 +8,7 @@ import { TicklerClient } from '../../src/worker/client.js';
 import { TicklerApiError } from '../../src/worker/errors.js';
 import { RequestBatcher, type BatchItemResult } from '../../src/worker/request-batcher.js';
 import type { RunHandler } from '../../src/worker/run-attempt.js';
-import { createWorker, type Worker } from '../../src/worker/worker.js';
+import { createWorker, unacknowledgedCompletionsPerSlot, type Worker } from '../../src/worker/worker.js';
 import { FakeTicklerServer, leasedRun } from './fake-server.js';
 import { RecordingLogger, SameTurnClock, controlledHandler, deferred } from './helpers.js';
 
@@ -108,21 +108,25 @@ describe('createWorker batching', () => {
     const gate = deferred();
     server.completeGate = gate.promise;
     start(() => 'done', 1);
-    const secondLease = server.next('lease', () => server.leases.length === 2);
-    // The lease and the completion travel side by side; either may reach the server first.
-    const firstBatch = server.completeBatchSizes.length > 0 ? Promise.resolve() : server.next('completeBatch');
-    server.offer(leasedRun(startMs));
-    await Promise.all([secondLease, firstBatch]);
-    assert.equal(server.completeBatchSizes.length, 1, 'the first completion is still in flight');
+    await server.next('lease', () => server.leases.length === 1);
+    // At concurrency 1, each run's handler ends at once and its completion waits at the gate;
+    // the slot frees for the next lease until the unacknowledged completions pass the bound.
+    const bound = unacknowledgedCompletionsPerSlot;
+    for (let run = 1; run <= bound; run++) {
+      const nextLease = server.next('lease', () => server.leases.length === run + 1);
+      server.offer(leasedRun(startMs));
+      await nextLease;
+    }
+    assert.equal(server.completeBatchSizes.length, 1, 'the first completion is still in flight; the rest queue behind it');
     server.offer(leasedRun(startMs));
     await clock.advance(0);
     await new Promise((resolve) => setImmediate(resolve));
-    assert.equal(server.leases.length, 2, 'two unacknowledged completions at concurrency 1 hold the slot');
-    const thirdLease = server.next('lease', () => server.leases.length === 3);
+    assert.equal(server.leases.length, bound + 1, `${bound + 1} unacknowledged completions at concurrency 1 hold the slot`);
+    const afterAck = server.next('lease', () => server.leases.length === bound + 2);
     server.completeGate = undefined;
     gate.resolve();
-    await thirdLease;
-    assert.deepEqual(server.completeBatchSizes, [1, 1]);
+    await afterAck;
+    assert.equal(server.completeBatchSizes.reduce((sum, size) => sum + size, 0), bound + 1);
   });
 
   test('stop() waits for queued completions to be acknowledged', async () => {
