@@ -249,6 +249,11 @@ class PullWorker implements Worker {
         consecutiveErrors = 0;
         // Runs leased are ours even if a stop began meanwhile: handle them rather than let them expire.
         for (const run of answer.runs) this.accept(run);
+        // One turn for the handlers just started: short ones settle in it, and the next lease
+        // asks for the slots they freed too. Counted at once, a lease of 100 quick runs left
+        // 50 "running" and the next asked for half (bench:peers W3 with prefetch 50: every
+        // lease 50 runs, 18,142-18,271 runs/s; after the turn 100, 19,896-20,563).
+        if (answer.runs.length > 0) await new Promise((resolve) => setImmediate(resolve));
       } catch (error) {
         if (this.state !== 'running') break;
         consecutiveErrors += 1;

@@ -34,9 +34,9 @@ describe('createWorker batching', () => {
     await server.close();
   });
 
-  function start(handler: RunHandler, concurrency: number, workerClock: Clock = clock): Worker {
+  function start(handler: RunHandler, concurrency: number, workerClock: Clock = clock, prefetch = 0): Worker {
     worker = createWorker({
-      client: new TicklerClient({ baseUrl: server.url }), pool: 'billing', concurrency, handler, leaseS: 3,
+      client: new TicklerClient({ baseUrl: server.url }), pool: 'billing', concurrency, prefetch, handler, leaseS: 3,
       waitS: 20, workerId: 'w-batch', logger, clock: workerClock, random: () => 0.5,
     });
     worker.start();
@@ -127,6 +127,18 @@ describe('createWorker batching', () => {
     gate.resolve();
     await afterAck;
     assert.equal(server.completeBatchSizes.reduce((sum, size) => sum + size, 0), bound + 1);
+  });
+
+  test('after a lease of quick runs, the next lease asks for every slot they freed', async () => {
+    start(() => 'done', 2, clock, 2);
+    await server.next('lease', () => server.leases.length === 1);
+    assert.equal(server.leases[0]?.max, 4, 'two slots and two prefetched');
+    const secondLease = server.next('lease', () => server.leases.length === 2);
+    server.offer(...Array.from({ length: 4 }, () => leasedRun(startMs)));
+    await secondLease;
+    // Counted as the first two handlers settled, the two prefetched runs had just started
+    // and the next lease asked for two.
+    assert.equal(server.leases[1]?.max, 4, 'all four handlers settled before the slots were counted');
   });
 
   test('stop() waits for queued completions to be acknowledged', async () => {
