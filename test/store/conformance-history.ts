@@ -131,6 +131,20 @@ function runHistoryTests(open: OpenStore): void {
     assert.equal(await store.getRun('team-b', run.runId), null, 'another team\'s run answers as unknown');
     assert.equal(await store.nextReadyAtMs('team-a', 'pool-a'), t0Ms + 5);
   }));
+
+  void it('answers the earliest ready run of a pool over every lane, for the team asking', () => withStore(open, async (store) => {
+    const low = await createJob(store, { spec: { lane: 'P2' } });
+    const high = await createJob(store, { spec: { lane: 'P0' } });
+    const other = await createJob(store, { team: 'team-b', spec: { lane: 'P1' } });
+    assert.equal(await store.nextReadyAtMs('team-a', 'pool-a'), null, 'nothing ready yet');
+    await store.triggerJob('team-b', other.jobId, t0Ms + 3);
+    await store.triggerJob('team-a', low.jobId, t0Ms + 7);
+    await store.triggerJob('team-a', high.jobId, t0Ms + 9);
+    assert.equal(await store.nextReadyAtMs('team-a', 'pool-a'), t0Ms + 7, 'the P2 run is the earliest of team-a');
+    assert.equal(await store.nextReadyAtMs('team-b', 'pool-a'), t0Ms + 3);
+    assert.equal(await store.nextReadyAtMs(null, 'pool-a'), t0Ms + 3, 'an admin sees every team');
+    assert.equal(await store.nextReadyAtMs('team-a', 'pool-b'), null, 'another pool');
+  }));
 }
 
 function runNotificationTests(open: OpenStore): void {
