@@ -8,7 +8,9 @@ import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { TicklerError } from '../../src/errors.js';
-import { GroupCommitQueue, type Durability, type OperationOutcome, type QueuedOperation } from '../../src/store/sqlite/group-commit.js';
+import {
+  GroupCommitQueue, type Durability, type GatherOptions, type OperationOutcome, type QueuedOperation,
+} from '../../src/store/sqlite/group-commit.js';
 import { openSqliteStore } from '../../src/store/sqlite/index.js';
 import { jobRecord, jobSpec, minuteMs, t0Ms, timerAt } from './conformance-fixtures.js';
 
@@ -26,14 +28,14 @@ class ManualDisk implements Durability {
   }
 }
 
-function queueOver(disk: Durability | null): { queue: GroupCommitQueue; groups: string[][]; log: string[] } {
+function queueOver(disk: Durability | null, options: GatherOptions = {}): { queue: GroupCommitQueue; groups: string[][]; log: string[] } {
   const groups: string[][] = [];
   const log: string[] = [];
   const commit = (operations: readonly QueuedOperation[]): OperationOutcome[] => {
     groups.push(operations.map((operation) => String(operation.run())));
     return operations.map((operation) => ({ ok: true, value: operation.run() }));
   };
-  return { queue: new GroupCommitQueue(commit, 100, disk), groups, log };
+  return { queue: new GroupCommitQueue(commit, 100, disk, options), groups, log };
 }
 
 function submit(queue: GroupCommitQueue, log: string[], name: string, durable = true): Promise<string> {
@@ -170,12 +172,7 @@ class ManualTimer {
 }
 
 function gatheringQueue(disk: Durability, timer: ManualTimer): { queue: GroupCommitQueue; groups: string[][]; log: string[] } {
-  const groups: string[][] = [];
-  const commit = (operations: readonly QueuedOperation[]): OperationOutcome[] => {
-    groups.push(operations.map((operation) => String(operation.run())));
-    return operations.map((operation) => ({ ok: true, value: operation.run() }));
-  };
-  return { queue: new GroupCommitQueue(commit, 100, disk, { gatherMs: 60_000, recentNotDurableMs: 60_000, setTimer: timer.setTimer }), groups, log: [] };
+  return queueOver(disk, { gatherMs: 60_000, recentNotDurableMs: 60_000, setTimer: timer.setTimer });
 }
 
 void describe('sqlite group commit: durable writes gathering for company', () => {
