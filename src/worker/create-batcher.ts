@@ -26,7 +26,7 @@
 import { batchJobsMax, batchRequestBodyBytesMax } from '../limits.js';
 import { TicklerApiError } from './errors.js';
 import { RequestBatcher, itemErrorOf, type BatchItemResult } from './request-batcher.js';
-import type { BatchResult, Job } from './wire.js';
+import type { BatchIdResult, BatchResult, Job } from './wire.js';
 
 /** A create as it will travel: the body's JSON text, serialized once for both routes. */
 export interface CreateText {
@@ -34,38 +34,48 @@ export interface CreateText {
   bytes: number;
 }
 
-export interface CreateRoutes {
-  /** `POST /v1/jobs` with this body text. */
-  createOne(text: string, timeoutMs: number | undefined): Promise<Job>;
+/**
+ * What a coalesced create answers its caller: the whole job (`createJob`), or only its id
+ * (`createJobId`, whose batches ask for `answer: "id"` and so skip the job's text both ways).
+ */
+export interface CreateRoutes<T> {
+  /** `POST /v1/jobs` with this body text, answered as T. */
+  createOne(text: string, timeoutMs: number | undefined): Promise<T>;
   /** `POST /v1/jobs:batch` with these item texts, in order. */
-  createBatch(texts: string[], timeoutMs: number | undefined): Promise<{ results: BatchResult[] }>;
+  createBatch(texts: string[], timeoutMs: number | undefined): Promise<{ results: (BatchResult | BatchIdResult)[] }>;
+  /** An accepted item's value, or undefined when the item carries none. */
+  valueOf(result: BatchResult | BatchIdResult): T | undefined;
 }
 
-export type CreateBatcher = RequestBatcher<CreateText, Job>;
+export type CreateBatcher<T = Job> = RequestBatcher<CreateText, T>;
 
-/** `{"jobs":[` and `]}` around the items, with room to spare. */
+/** `{"jobs":[` and `]}` around the items (and `"answer":"id",`), with room to spare. */
 const batchEnvelopeBytes = 64;
 
-export function createBatcher(routes: CreateRoutes, onBatchRouteMissing: (error: TicklerApiError) => void): CreateBatcher {
-  const sendAlone = (item: CreateText, timeoutMs: number | undefined): Promise<BatchItemResult<Job>> =>
-    routes.createOne(item.text, timeoutMs).then((job) => ({ ok: true, value: job }), (error: unknown) => {
+export function createBatcher<T>(routes: CreateRoutes<T>, onBatchRouteMissing: (error: TicklerApiError) => void):
+  CreateBatcher<T> {
+  const sendAlone = (item: CreateText, timeoutMs: number | undefined): Promise<BatchItemResult<T>> =>
+    routes.createOne(item.text, timeoutMs).then((value) => ({ ok: true, value }), (error: unknown) => {
       // An error answer is this item's own; anything else (no answer) is the request's.
       if (error instanceof TicklerApiError) return { ok: false, error };
       throw error;
     });
-  return new RequestBatcher<CreateText, Job>({
+  return new RequestBatcher<CreateText, T>({
     async sendBatch(items, timeoutMs) {
       if (items.length === 1) return [await sendAlone(items[0]!, timeoutMs)];
-      let results: BatchResult[];
+      let results: (BatchResult | BatchIdResult)[];
       try {
         ({ results } = await routes.createBatch(items.map((item) => item.text), timeoutMs));
       } catch (error) {
         if (!(error instanceof TicklerApiError && (error.status === 400 || error.status === 413))) throw error;
         return Promise.all(items.map((item) => sendAlone(item, timeoutMs)));
       }
-      return results.map((result) => ('job' in result && (result.status === 201 || result.status === 200)
-        ? { ok: true, value: result.job }
-        : { ok: false, error: itemErrorOf(result.status, 'error' in result ? result.error : undefined, 'POST /v1/jobs:batch') }));
+      return results.map((result): BatchItemResult<T> => {
+        const value = result.status === 201 || result.status === 200 ? routes.valueOf(result) : undefined;
+        return value !== undefined
+          ? { ok: true, value }
+          : { ok: false, error: itemErrorOf(result.status, 'error' in result ? result.error : undefined, 'POST /v1/jobs:batch') };
+      });
     },
     sendOne: (item, timeoutMs) => routes.createOne(item.text, timeoutMs),
     // The comma between items.

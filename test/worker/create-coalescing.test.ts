@@ -126,6 +126,47 @@ describe('coalesced creates on a real server', () => {
     assert.deepEqual([countOf('POST /v1/jobs:batch'), countOf('POST /v1/jobs')], [1, 2]);
   });
 
+  test('createJobId: concurrent calls share one batch; each caller gets the id of its job as stored', async () => {
+    const client = new TicklerClient({ baseUrl, coalesceCreates: true });
+    const ids = await Promise.all(Array.from({ length: 40 }, (_, index) => client.createJobId(job(index))));
+    assert.equal(new Set(ids).size, 40);
+    assert.deepEqual([countOf('POST /v1/jobs:batch'), countOf('POST /v1/jobs')], [1, 0]);
+    assert.deepEqual(client.coalescedCreateStats, { requests: 1, items: 40 });
+    for (const index of [0, 17, 39]) assert.deepEqual((await client.getJob(ids[index]!)).payload, { i: index });
+    // Alone (a batch of one), and with createJob's calls beside it: each kind in its own batch.
+    assert.equal((await client.getJob(await client.createJobId(job(40)))).job_id.length > 0, true);
+    const [id, whole] = await Promise.all([client.createJobId(job(41)), client.createJob(job(42))]);
+    assert.deepEqual([(await client.getJob(id)).payload, whole.payload], [{ i: 41 }, { i: 42 }]);
+    assert.deepEqual(client.coalescedCreateStats, { requests: 4, items: 43 });
+  });
+
+  test('createJobId: each bad item rejects only its caller, as createJob would; a repeated key answers the same id', async () => {
+    const plain = new TicklerClient({ baseUrl });
+    const taken = await plain.createJob(job(0, { key: 'taken' }));
+    const bodies: JobCreateRequest[] = [
+      job(1),
+      job(2, { schedule: { cron: '*/0 * * * *' } }),
+      job(4, { key: 'taken' }),
+      job(0, { key: 'taken' }),
+      job(5, { payload: 'x'.repeat(70_000) }),
+      job(7, { key: 'twice' }),
+      job(7, { key: 'twice' }),
+    ];
+    const coalescing = new TicklerClient({ baseUrl, coalesceCreates: true });
+    const outcomes = await Promise.all(bodies.map(async (body) => {
+      try {
+        return await coalescing.createJobId(body);
+      } catch (error) {
+        return error instanceof TicklerApiError ? [error.status, error.code, error.field] : String(error);
+      }
+    }));
+    assert.deepEqual([countOf('POST /v1/jobs:batch'), countOf('POST /v1/jobs')], [1, 1], 'one batch after the setup create');
+    assert.equal(typeof outcomes[0], 'string');
+    assert.deepEqual(outcomes.slice(1, 5), [[400, 'invalid_schedule', 'schedule.cron'], [409, 'key_conflict', 'key'],
+      taken.job_id, [413, 'payload_too_large', 'payload']]);
+    assert.equal(outcomes[5], outcomes[6], 'one key twice in one batch is one job');
+  });
+
   test('off by default: each create is its own POST /v1/jobs', async () => {
     const client = new TicklerClient({ baseUrl });
     const jobs = await Promise.all(Array.from({ length: 5 }, (_, index) => client.createJob(job(index))));
@@ -156,6 +197,24 @@ describe('coalesced creates: requests that fail whole', () => {
     assert.deepEqual(posts(), ['/v1/jobs:batch', '/v1/jobs', '/v1/jobs', '/v1/jobs', '/v1/jobs', '/v1/jobs']);
     const resent = server.requests.slice(1, 4).map((request) => (request.body as { payload: { i: number } }).payload.i);
     assert.deepEqual(resent.sort(), [1, 2, 3], 'each create of the refused batch sent once');
+  });
+
+  test('createJobId: a server that refuses answer "id" (400 on answer) gets batches asking for whole jobs', async () => {
+    server.routes.set('POST /v1/jobs:batch', {
+      status: 400, body: { error: { code: 'invalid_request', message: 'unknown field', field: 'answer' } },
+    });
+    server.routes.set('POST /v1/jobs', { status: 201, body: createdJob });
+    const client = new TicklerClient({ baseUrl: server.url, coalesceCreates: true });
+    assert.deepEqual(await Promise.all([client.createJobId(job(1)), client.createJobId(job(2))]), ['j1', 'j1']);
+    const batches = server.requests.filter((request) => request.path === '/v1/jobs:batch')
+      .map((request) => (request.body as { answer?: string }).answer ?? null);
+    // Asked for ids, asked again for whole jobs; that batch was refused too (this fake refuses
+    // every batch), so each item went alone.
+    assert.deepEqual(batches, ['id', null]);
+    assert.deepEqual(posts(), ['/v1/jobs:batch', '/v1/jobs:batch', '/v1/jobs', '/v1/jobs']);
+    server.requests.length = 0;
+    await Promise.all([client.createJobId(job(3)), client.createJobId(job(4))]);
+    assert.equal((server.requests[0]!.body as { answer?: string }).answer, undefined, 'no longer asks for ids');
   });
 
   test('a batch that gets no answer, or a 503, rejects every caller in it with that error', async () => {

@@ -55,8 +55,8 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
     this.settings = `tickler serve defaults (${storeKind === 'sqlite' ? 'embedded SQLite' : 'PostgreSQL 15'}); ` +
       `SDK createWorker, concurrency ${workerConcurrency}, prefetch ${workerConcurrency} (as graphile-worker's local ` +
       'queue), long-poll wait_s 20, over HTTP; W1 one at a time twice: plain createJob (a POST /v1/jobs each, ' +
-      'single_per_s) and with TicklerClient coalesceCreates: true (concurrent calls share POST /v1/jobs:batch ' +
-      'requests, single_coalesced_per_s); batches with answer "id" (each item answers its job_id, not the whole job); W6 jobs with overlap allow and tolerance_s 0' +
+      'single_per_s) and with TicklerClient coalesceCreates: true and createJobId (concurrent calls share POST /v1/jobs:batch ' +
+      'requests answered with ids, single_coalesced_per_s); batches with answer "id" (each item answers its job_id, not the whole job); W6 jobs with overlap allow and tolerance_s 0' +
       (storeKind === 'postgres' ? '; --node-id peers-node, the same across the W8 restart (as the README advises)' : '');
   }
 
@@ -133,7 +133,7 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
 
   async createOneCoalesced(job: BenchJob): Promise<string> {
     if (this.coalescingClient === undefined) throw new Error(`${this.name} is not started`);
-    return (await this.coalescingClient.createJob(oneShotOf(job))).job_id;
+    return this.coalescingClient.createJobId(oneShotOf(job));
   }
 
   /** Requests and creates of the coalescing client so far (W1's note shows creates per request). */

@@ -107,7 +107,7 @@ async function createCoalesced(context: WorkloadContext, adapter: SystemAdapter 
     figure: figure('single_coalesced_per_s', 'one at a time (64 callers), coalesced by the SDK', round((count * 1_000) / elapsedMs, 0),
       'jobs/s', 'higher', 'rate'),
     note: `"one at a time" is the plain SDK createJob, one POST /v1/jobs per call; "one at a time, coalesced by the SDK" is the ` +
-      `same 64 callers through a TicklerClient with coalesceCreates: true (${requests} requests, ${round(itemsPerRequest, 1)} ` +
+      `same 64 callers calling createJobId through a TicklerClient with coalesceCreates: true (${requests} requests, ${round(itemsPerRequest, 1)} ` +
       'creates per request); the W1 goal uses the coalesced figure',
   };
 }
