@@ -10,6 +10,7 @@ import {
   CancelByPrefixQuery,
   JobAnswer,
   JobBatchBody,
+  JobCancelBatchBody,
   JobCreateBody,
   JobIdParams,
   JobListQuery,
@@ -26,6 +27,7 @@ import { schemaIssueToError } from './http-errors.js';
 import { joinedUtf8, jobToWire, jobWireJson, runToWire } from './wire.js';
 import { assertEmptyBody, callerOf, checkId, instantOf, limitOf, pageToWire } from './route-helpers.js';
 import type { CreateItem, CreateResult } from '../service/job-service.js';
+import type { JobRecord } from '../domain/types.js';
 import { previewSchedule } from '../service/schedule-preview.js';
 import { Type } from 'typebox';
 
@@ -124,6 +126,15 @@ function batchIdAnswerOf(result: CreateResult): string {
     : `{"status":${result.kind === 'created' ? 201 : 200},"job_id":${JSON.stringify(result.job.jobId)}}`;
 }
 
+function cancelAnswerOf(result: JobRecord | TicklerError): string {
+  return result instanceof TicklerError ? itemErrorJson(result) : `{"status":200,"job":${jobWireJson(result)}}`;
+}
+
+/** As cancelAnswerOf, with `answer: "status"`: a cancelled item carries its status alone. */
+function cancelStatusAnswerOf(result: JobRecord | TicklerError): string {
+  return result instanceof TicklerError ? itemErrorJson(result) : '{"status":200}';
+}
+
 function itemErrorJson(error: TicklerError): string {
   return JSON.stringify({ status: error.status, ...error.toBody() });
 }
@@ -171,6 +182,29 @@ function registerChangeRoutes(app: App, { jobs }: ApiContext): void {
       throw new TicklerError('invalid_request', 'an admin names the team whose jobs to cancel', { field: 'team' });
     }
     return { cancelled: await jobs.cancelByKeyPrefix(teamOf(caller, request.query.team), request.query.key_prefix) };
+  });
+
+  app.post('/v1/jobs::cancel', {
+    bodyLimit: limits.batchRequestBodyBytesMax,
+    schema: { body: JobCancelBatchBody, querystring: TeamQuery },
+    config: { doc: { summary: 'cancel up to 1,000 jobs by id, in one transaction; each item answers for itself, in order' } },
+  }, async (request, reply) => {
+    const scope = scopeOf(callerOf(request), request.query.team);
+    // An id of no possible job's shape is its item's not_found, as the single route answers it.
+    const checked = request.body.job_ids.map((jobId): string | TicklerError => {
+      try {
+        return checkId(jobId, 'job');
+      } catch (error) {
+        if (error instanceof TicklerError) return error;
+        throw error;
+      }
+    });
+    const valid = checked.filter((item): item is string => typeof item === 'string');
+    const outcomes = valid.length === 0 ? [] : await jobs.cancelMany(scope, valid);
+    let next = 0;
+    const results = checked.map((item) => (typeof item === 'string' ? outcomes[next++]! : item));
+    const itemOf = request.body.answer === 'status' ? cancelStatusAnswerOf : cancelAnswerOf;
+    return reply.type(jsonType).send(joinedUtf8('{"results":[', results, itemOf, ']}'));
   });
 
   app.patch('/v1/jobs/:job_id', {

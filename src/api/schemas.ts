@@ -121,6 +121,14 @@ export const JobBatchBody = Type.Object({
   answer: Type.Optional(oneOf(createAnswers)),
 }, strict);
 
+/** What a cancelled item answers in `POST /v1/jobs:cancel`: the whole job (the default), or its status alone. */
+export const cancelAnswers = ['job', 'status'] as const;
+
+export const JobCancelBatchBody = Type.Object({
+  job_ids: Type.Array(Type.String(), { minItems: 1, maxItems: limits.batchJobsMax }),
+  answer: Type.Optional(oneOf(cancelAnswers)),
+}, strict);
+
 export const JobIdParams = Type.Object({ job_id: Type.String() }, strict);
 export const RunIdParams = Type.Object({ run_id: Type.String() }, strict);
 

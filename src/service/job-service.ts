@@ -181,6 +181,15 @@ export class JobService {
     return job;
   }
 
+  /**
+   * `cancel` for each id, in one transaction, answered in order: the job, or the item's own
+   * not_found (an unknown id, or another team's job).
+   */
+  async cancelMany(scope: TeamScope, jobIds: readonly string[]): Promise<(JobRecord | TicklerError)[]> {
+    const jobs = await this.deps.store.cancelJobs(scope, jobIds, this.deps.clock.nowMs());
+    return jobs.map((job, index) => job ?? notFound('job', jobIds[index]!));
+  }
+
   cancelByKeyPrefix(team: string, keyPrefix: string): Promise<number> {
     return this.deps.store.cancelJobsByKeyPrefix(team, keyPrefix, this.deps.clock.nowMs());
   }

@@ -273,6 +273,11 @@ export interface Store extends StoreNotifications {
   changeJob(change: JobChange): Promise<JobChangeOutcome>;
   /** Cancels the job and deletes its pending timer; idempotent (a cancelled job answers as is). */
   cancelJob(team: TeamScope, jobId: string, nowMs: number): Promise<JobRecord | null>;
+  /**
+   * `cancelJob` for each id, in one transaction; answers in order (null: no such job in the
+   * scope). An id given twice answers the same cancelled job twice.
+   */
+  cancelJobs(team: TeamScope, jobIds: readonly string[], nowMs: number): Promise<(JobRecord | null)[]>;
   /** Cancels every non-cancelled job of `team` whose key starts with `prefix`; answers the count. */
   cancelJobsByKeyPrefix(team: string, prefix: string, nowMs: number): Promise<number>;
   /** A run outside the schedule, ready now (`POST /v1/jobs/{id}/trigger`). */

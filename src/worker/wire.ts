@@ -129,6 +129,14 @@ export type BatchIdResult =
   | { status: 200 | 201; job_id: string }
   | { status: number; error: { code: string; message: string; field?: string } };
 
+/** One item of `POST /v1/jobs:cancel`'s answer; with `answer: 'status'` a cancelled item carries no job. */
+export type CancelBatchResult =
+  | { status: 200; job: Job }
+  | { status: number; error: { code: string; message: string; field?: string } };
+export type CancelBatchStatusResult =
+  | { status: 200 }
+  | { status: number; error: { code: string; message: string; field?: string } };
+
 export interface PreviewQuery {
   cron: string;
   tz?: string;

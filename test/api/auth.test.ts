@@ -70,6 +70,11 @@ describe('auth matrix', () => {
       const foreign = await h.call(method, url, { key: 'key-b', body });
       assert.equal(foreign.status, 404, `${method} ${url}`);
     }
+    const batch = await h.call('POST', '/v1/jobs:cancel', { key: 'key-b', body: { job_ids: [jobId, unknownJobId] } });
+    assert.equal(batch.status, 200);
+    const [foreignItem, unknownItem] = batch.json.results;
+    assert.deepEqual([foreignItem.status, foreignItem.error.code], [404, 'not_found'], 'a batch cancel item too');
+    assert.equal(foreignItem.error.message.replace(jobId, 'ID'), unknownItem.error.message.replace(unknownJobId, 'ID'));
     const stillMine = await h.call('GET', `/v1/jobs/${jobId}`, { key: 'key-a' });
     assert.equal(stillMine.json.state, 'active', 'the other team changed nothing');
     assert.deepEqual(stillMine.json.payload, { n: 1 });

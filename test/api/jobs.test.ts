@@ -338,6 +338,52 @@ describe('jobs API: batch and preview', () => {
     assert.equal((await h.call('GET', '/v1/jobs?limit=1000')).json.items.length, before, 'nothing created');
   });
 
+  it('cancels many jobs by id in one request: each item answers for itself, in order', async () => {
+    const created = await h.call('POST', '/v1/jobs:batch', { body: { answer: 'id', jobs: [delayJob(), delayJob(), cronJob()] } });
+    const [first, second, cron] = created.json.results.map((result: { job_id: string }) => result.job_id);
+    const answer = await h.call('POST', '/v1/jobs:cancel', {
+      body: { job_ids: [first, 'j_000000000000nosuch00000000000', cron, 'not an id!', first] },
+    });
+    assert.equal(answer.status, 200);
+    const [one, unknown, recurring, malformed, again] = answer.json.results;
+    assert.equal(one.status, 200);
+    assert.equal(one.job.job_id, first);
+    assert.equal(one.job.state, 'cancelled');
+    assert.equal(one.job.next_fire_at, null);
+    assert.deepEqual([unknown.status, unknown.error.code], [404, 'not_found']);
+    assert.deepEqual([recurring.status, recurring.job.state], [200, 'cancelled']);
+    assert.deepEqual([malformed.status, malformed.error.code], [404, 'not_found'], 'as DELETE /v1/jobs/{id} answers it');
+    assert.deepEqual(again, one, 'cancel is idempotent, within a request too');
+    const single = await h.call('DELETE', `/v1/jobs/${first}`);
+    assert.deepEqual(single.json, one.job, 'the same job text as the single route');
+    assert.equal((await h.call('GET', `/v1/jobs/${second}`)).json.state, 'active', 'a job not named is untouched');
+
+    const brief = await h.call('POST', '/v1/jobs:cancel', { body: { answer: 'status', job_ids: [second, 'j_000000000000nosuch00000000000'] } });
+    assert.deepEqual(brief.json.results[0], { status: 200 });
+    assert.equal(brief.json.results[1].status, 404);
+    assert.equal((await h.call('GET', `/v1/jobs/${second}`)).json.state, 'cancelled');
+  });
+
+  it('refuses a malformed batch cancel whole, cancelling nothing', async () => {
+    const job = (await h.call('POST', '/v1/jobs', { body: delayJob() })).json;
+    const bodies: [unknown, string][] = [
+      [{ job_ids: [] }, 'job_ids'],
+      [{ job_ids: Array.from({ length: 1001 }, () => job.job_id) }, 'job_ids'],
+      [{ job_ids: [job.job_id, 7] }, 'job_ids'],
+      [{ job_ids: job.job_id }, 'job_ids'],
+      [{ job_ids: [job.job_id], answer: 'run' }, 'answer'],
+      [{ job_ids: [job.job_id], extra: true }, 'extra'],
+      [{}, 'job_ids'],
+    ];
+    for (const [body, field] of bodies) {
+      const answer = await h.call('POST', '/v1/jobs:cancel', { body });
+      assert.equal(answer.status, 400, JSON.stringify(body).slice(0, 80));
+      assert.equal(answer.json.error.code, 'invalid_request');
+      assert.match(answer.json.error.field ?? '', new RegExp(`^${field}`), JSON.stringify(answer.json.error));
+    }
+    assert.equal((await h.call('GET', `/v1/jobs/${job.job_id}`)).json.state, 'active');
+  });
+
   it('refuses an empty or oversized batch', async () => {
     const empty = await h.call('POST', '/v1/jobs:batch', { body: { jobs: [] } });
     assert.equal(empty.status, 400);

@@ -56,7 +56,7 @@ describe('operations', () => {
     const document = answer.json;
     assert.equal(document.openapi, '3.1.0');
     const expected: [string, string][] = [
-      ['/v1/jobs', 'post'], ['/v1/jobs', 'get'], ['/v1/jobs', 'delete'], ['/v1/jobs:batch', 'post'],
+      ['/v1/jobs', 'post'], ['/v1/jobs', 'get'], ['/v1/jobs', 'delete'], ['/v1/jobs:batch', 'post'], ['/v1/jobs:cancel', 'post'],
       ['/v1/jobs/{job_id}', 'get'], ['/v1/jobs/{job_id}', 'patch'], ['/v1/jobs/{job_id}', 'delete'],
       ['/v1/jobs/{job_id}/pause', 'post'], ['/v1/jobs/{job_id}/resume', 'post'], ['/v1/jobs/{job_id}/trigger', 'post'],
       ['/v1/jobs/{job_id}/runs', 'get'], ['/v1/schedules/preview', 'get'],

@@ -288,6 +288,30 @@ function runJobWriteTests(open: OpenStore): void {
     assert.equal((await pendingTimerOf(store, job))?.fireAtMs, t0Ms + 5 * minuteMs);
   }));
 
+  void it('cancels many jobs in one call: in order, idempotent, scoped to the team, timers gone', () =>
+    withStore(open, async (store) => {
+      const [first, second, third] = [await createJob(store), await createJob(store), await createJob(store)];
+      const other = await createJob(store, { team: 'team-b' });
+      const firstTimer = (await pendingTimerOf(store, first))!;
+      const already = await store.cancelJob('team-a', third.jobId, t0Ms + 1);
+      const answers = await store.cancelJobs('team-a',
+        [second.jobId, 'j_000000000000nosuchjob0000000', first.jobId, other.jobId, third.jobId, second.jobId], t0Ms + 2);
+      assert.deepEqual(answers.map((job) => job?.jobId ?? null),
+        [second.jobId, null, first.jobId, null, third.jobId, second.jobId], 'in order; unknown and other teams\' jobs are null');
+      assert.deepEqual(answers.map((job) => job?.state ?? null), ['cancelled', null, 'cancelled', null, 'cancelled', 'cancelled']);
+      assert.deepEqual(answers[4], already, 'an already cancelled job answers as it was');
+      assert.equal(answers[0]?.version, second.version + 1, 'cancelled once, though named twice');
+      for (const job of [first, second, third]) assert.equal(await pendingTimerOf(store, job), undefined);
+      assert.equal((await store.getJob(null, other.jobId))?.state, 'active', 'another team\'s job is untouched');
+      assert.notEqual(await pendingTimerOf(store, other), undefined);
+      const lease = await ownShard(store, first.shard);
+      assert.deepEqual(await store.dispatch([dispatchItem(lease, firstTimer)], t0Ms + minuteMs),
+        [{ kind: 'timer_gone', timerId: firstTimer.timerId }], 'a cancelled job never fires (invariant 7)');
+      const asAdmin = await store.cancelJobs(null, [other.jobId], t0Ms + 3);
+      assert.equal(asAdmin[0]?.state, 'cancelled', 'the admin scope (null) reaches every team');
+      assert.deepEqual(await store.cancelJobs('team-a', [], t0Ms + 4), []);
+    }));
+
   void it('cancels by key prefix literally: % _ and \' are ordinary characters, case matters', () =>
     withStore(open, async (store) => {
       const keys = ["a%_'x-1", "a%_'x-2", 'aXYZx-3', "A%_'x-4", "a%_'", 'b-5', "a%_'x-team-b"];

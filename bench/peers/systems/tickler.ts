@@ -56,7 +56,7 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
       `SDK createWorker, concurrency ${workerConcurrency}, prefetch ${workerConcurrency} (as graphile-worker's local ` +
       'queue), long-poll wait_s 20, over HTTP; W1 one at a time twice: plain createJob (a POST /v1/jobs each, ' +
       'single_per_s) and with TicklerClient coalesceCreates: true and createJobId (concurrent calls share POST /v1/jobs:batch ' +
-      'requests answered with ids, single_coalesced_per_s); batches with answer "id" (each item answers its job_id, not the whole job); W6 jobs with overlap allow and tolerance_s 0' +
+      'requests answered with ids, single_coalesced_per_s); batches with answer "id" (each item answers its job_id, not the whole job); W5 cancels through TicklerClient coalesceCancels: true (concurrent cancelJob calls share POST /v1/jobs:cancel requests); W6 jobs with overlap allow and tolerance_s 0' +
       (storeKind === 'postgres' ? '; --node-id peers-node, the same across the W8 restart (as the README advises)' : '');
   }
 
@@ -91,7 +91,7 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
   private connect(baseUrl: string): void {
     this.baseUrl = baseUrl;
     this.client = new TicklerClient({ baseUrl, requestTimeoutMs: 600_000 });
-    this.coalescingClient = new TicklerClient({ baseUrl, requestTimeoutMs: 600_000, coalesceCreates: true });
+    this.coalescingClient = new TicklerClient({ baseUrl, requestTimeoutMs: 600_000, coalesceCreates: true, coalesceCancels: true });
   }
 
   attachInfo(): AttachInfo {
@@ -155,8 +155,10 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
     return ids;
   }
 
+  /** W5's 64 callers cancel one job each through the SDK's coalesceCancels (POST /v1/jobs:cancel). */
   async cancel(id: string): Promise<void> {
-    await this.requireClient().cancelJob(id);
+    if (this.coalescingClient === undefined) throw new Error(`${this.name} is not started`);
+    await this.coalescingClient.cancelJob(id);
   }
 
   async createRecurring(plan: RecurringPlan): Promise<void> {

@@ -25,7 +25,7 @@ import { query, transaction, type StoreContext } from './context.js';
 import { dispatch } from './dispatch.js';
 import { GroupCommitter } from './group-commit.js';
 import { createJobsWithin, type CreateItem } from './job-create.js';
-import { cancelJob, cancelJobsByKeyPrefix, changeJob, getJob, listJobs, triggerJob } from './jobs.js';
+import { cancelJob, cancelJobs, cancelJobsByKeyPrefix, changeJob, getJob, listJobs, triggerJob } from './jobs.js';
 import { getRun, listRuns, replayRun } from './history.js';
 import { Notifier } from './notifier.js';
 import { maintainPartitions, type PartitionReport } from './partitions.js';
@@ -119,6 +119,10 @@ export class PostgresStore implements Store {
 
   cancelJob(team: TeamScope, jobId: string, nowMs: number): Promise<JobRecord | null> {
     return cancelJob(this.context, team, jobId, nowMs);
+  }
+
+  cancelJobs(team: TeamScope, jobIds: readonly string[], nowMs: number): Promise<(JobRecord | null)[]> {
+    return cancelJobs(this.context, team, jobIds, nowMs);
   }
 
   cancelJobsByKeyPrefix(team: string, prefix: string, nowMs: number): Promise<number> {

@@ -234,16 +234,21 @@ export class JobWrites {
   }
 
   cancel(team: TeamScope, jobId: string, nowMs: number): JobRecord | null {
-    const apply = (): JobRecord | null => {
-      const row = this.getVisible(team, jobId);
-      if (row === undefined) return null;
-      if (row.state !== 'cancelled') {
-        this.timers.delete(row.job_seq);
-        this.markCancelled.run(nowMs, jobId);
-      }
-      return jobFromRow(this.selectJob.get(jobId)!);
-    };
-    return atomically(this.db, apply);
+    return atomically(this.db, () => this.cancelOne(team, jobId, nowMs));
+  }
+
+  cancelMany(team: TeamScope, jobIds: readonly string[], nowMs: number): (JobRecord | null)[] {
+    return atomically(this.db, () => jobIds.map((jobId) => this.cancelOne(team, jobId, nowMs)));
+  }
+
+  private cancelOne(team: TeamScope, jobId: string, nowMs: number): JobRecord | null {
+    const row = this.getVisible(team, jobId);
+    if (row === undefined) return null;
+    if (row.state !== 'cancelled') {
+      this.timers.delete(row.job_seq);
+      this.markCancelled.run(nowMs, jobId);
+    }
+    return jobFromRow(this.selectJob.get(jobId)!);
   }
 
   cancelByKeyPrefix(team: string, prefix: string, nowMs: number): number {

@@ -207,6 +207,10 @@ export class SqliteStore implements Store {
     return this.write(1, () => this.jobWrites.cancel(team, jobId, nowMs));
   }
 
+  async cancelJobs(team: TeamScope, jobIds: readonly string[], nowMs: number): Promise<(JobRecord | null)[]> {
+    return this.write(Math.max(1, jobIds.length), () => this.jobWrites.cancelMany(team, jobIds, nowMs));
+  }
+
   async cancelJobsByKeyPrefix(team: string, prefix: string, nowMs: number): Promise<number> {
     return this.write(1, () => this.jobWrites.cancelByKeyPrefix(team, prefix, nowMs));
   }
