@@ -5,6 +5,7 @@
  */
 import type { Command } from 'commander';
 import { TicklerClient } from '../worker/client.js';
+import { batchJobsMax } from '../limits.js';
 import type { JobCreateRequest, ListRunsQuery, ScheduleRequest } from '../worker/wire.js';
 import { CliUsageError, integerIn, type Environment } from './serve-options.js';
 
@@ -99,13 +100,16 @@ export function addApiCommands(program: Command, clientOf: () => TicklerClient, 
       cursor: flags['cursor'], limit: limitOf(flags['limit']),
     })));
   jobs.command('get <job_id>').action(call((client, jobId: string) => client.getJob(jobId)));
-  jobs.command('cancel [job_id]').description('cancel a job, or with --key-prefix every job whose key starts so')
+  jobs.command('cancel [job_ids...]')
+    .description('cancel a job; several (up to 1,000) in one request, each answering for itself; or with --key-prefix every job whose key starts so')
     .option('--key-prefix <prefix>')
-    .action(call((client, jobId: string | undefined, flags: { keyPrefix?: string }) => {
-      if ((jobId === undefined) === (flags.keyPrefix === undefined)) {
-        throw new CliUsageError('give a job id or --key-prefix, not both');
+    .action(call((client, jobIds: string[], flags: { keyPrefix?: string }) => {
+      if ((jobIds.length === 0) === (flags.keyPrefix === undefined)) {
+        throw new CliUsageError('give job ids or --key-prefix, not both');
       }
-      return jobId === undefined ? client.cancelJobsByKeyPrefix(flags.keyPrefix!) : client.cancelJob(jobId);
+      if (jobIds.length > batchJobsMax) throw new CliUsageError(`at most ${batchJobsMax} job ids at once`);
+      if (jobIds.length === 0) return client.cancelJobsByKeyPrefix(flags.keyPrefix!);
+      return jobIds.length === 1 ? client.cancelJob(jobIds[0]!) : client.cancelJobs(jobIds);
     }));
   jobs.command('pause <job_id>').action(call((client, jobId: string) => client.pauseJob(jobId)));
   jobs.command('resume <job_id>').action(call((client, jobId: string) => client.resumeJob(jobId)));

@@ -56,3 +56,24 @@ test('usage mistakes exit 2 before anything is sent or started', async () => {
   assert.match(serve.stderr, /refusing to listen on 0.0.0.0 without API keys/);
   assert.equal(server.requests.length, before);
 });
+
+test('jobs cancel: one id is DELETE /v1/jobs/{id}; several are one POST /v1/jobs:cancel; none is a usage mistake', async () => {
+  server.routes.set('DELETE /v1/jobs/j_1', { status: 200, body: { job_id: 'j_1', state: 'cancelled' } });
+  const one = await tickler(['--url', server.url, 'jobs', 'cancel', 'j_1']);
+  assert.equal(one.code, 0, one.stderr);
+  assert.deepEqual(JSON.parse(one.stdout), { job_id: 'j_1', state: 'cancelled' });
+  const results = [{ status: 200, job: { job_id: 'j_1', state: 'cancelled' } },
+    { status: 404, error: { code: 'not_found', message: 'no job "j_2"' } }];
+  server.routes.set('POST /v1/jobs:cancel', { status: 200, body: { results } });
+  const many = await tickler(['--url', server.url, 'jobs', 'cancel', 'j_1', 'j_2']);
+  assert.equal(many.code, 0, many.stderr);
+  assert.deepEqual(JSON.parse(many.stdout), { results });
+  assert.deepEqual(server.requests.at(-1)?.body, { job_ids: ['j_1', 'j_2'] });
+  const before = server.requests.length;
+  const neither = await tickler(['--url', server.url, 'jobs', 'cancel']);
+  assert.equal(neither.code, 2);
+  assert.match(neither.stderr, /give job ids or --key-prefix/);
+  const both = await tickler(['--url', server.url, 'jobs', 'cancel', 'j_1', '--key-prefix', 'cart-']);
+  assert.equal(both.code, 2);
+  assert.equal(server.requests.length, before, 'nothing sent');
+});
