@@ -20,6 +20,10 @@
  *
  * `--rounds N` runs the shape N times against the same server and prints each round: the
  * first meets a fresh process (cold JIT, a WAL file still growing), later ones a warm one.
+ * `--windows` also prints, per 250 ms of due times, how many runs started 5 ms or more late,
+ * beside the machine's CPU and I/O pressure in that window (Linux PSI, /proc/pressure: ms
+ * during which some task waited for a CPU, or for I/O), and the correlation of each with the
+ * late count: where a tail comes from.
  * `--cpu-prof DIR` profiles the server; the profile is written when it exits.
  */
 import { readFileSync } from 'node:fs';
@@ -37,12 +41,16 @@ const { values: options } = parseArgs({
     'ahead-s': { type: 'string', default: '5' },
     'cpu-prof': { type: 'string' },
     rounds: { type: 'string', default: '1' },
+    windows: { type: 'boolean', default: false },
   },
 });
 const count = Number(options.timers);
 const spanMs = Number(options['span-s']) * 1_000;
 const aheadMs = Number(options['ahead-s']) * 1_000;
 const pool = 'stages';
+/** `--windows`: the width of a window of due times, and what counts as late. */
+const windowMs = 250;
+const lateMs = 5;
 
 /** User + system CPU of a process so far, all threads, in ms (Linux /proc). */
 function processCpuMs(pid: number): number {
@@ -100,9 +108,11 @@ async function measureRound(client: BenchServer['client'], round: number): Promi
   });
   worker.start();
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, firstDueMs - Date.now())));
+  const pressure = options.windows ? samplePressure() : null;
   const serverCpuBeforeMs = processCpuMs(server.pid);
   const harnessCpuBefore = process.cpuUsage();
   await done;
+  pressure?.stop();
   const serverCpuMs = processCpuMs(server.pid) - serverCpuBeforeMs;
   const harnessCpu = process.cpuUsage(harnessCpuBefore);
   await worker.stop({ timeoutMs: 5_000 });
@@ -124,6 +134,89 @@ async function measureRound(client: BenchServer['client'], round: number): Promi
     console.log(`${name.padEnd(18)} p50 ${percentile(sorted, 0.5)}  p90 ${percentile(sorted, 0.9)}  ` +
       `p99 ${percentile(sorted, 0.99)}  max ${sorted.at(-1)}`);
   }
+  if (pressure !== null) {
+    printWindows(rows.map((row) => ({ dueMs: row.fire_at, lagMs: handledAtMs[row.i]! - row.fire_at })), firstDueMs,
+      pressure.samples);
+  }
   console.log(`CPU per run: server ${((serverCpuMs * 1_000) / count).toFixed(0)} us (all threads), ` +
     `this process ${((harnessCpu.user + harnessCpu.system) / count).toFixed(0)} us`);
+}
+
+interface PressureSample {
+  atMs: number;
+  /** Cumulative µs during which some task waited for a CPU / for I/O (PSI "some" totals). */
+  cpuUs: number;
+  ioUs: number;
+}
+
+/** PSI totals every 50 ms (nothing where /proc/pressure is missing). */
+function samplePressure(): { samples: PressureSample[]; stop(): void } {
+  const samples: PressureSample[] = [];
+  const someTotalUs = (resource: string): number => {
+    const line = readFileSync(`/proc/pressure/${resource}`, 'utf8').split('\n').find((text) => text.startsWith('some'));
+    return Number(/total=(\d+)/.exec(line ?? '')?.[1] ?? Number.NaN);
+  };
+  const sample = (): void => {
+    try {
+      samples.push({ atMs: Date.now(), cpuUs: someTotalUs('cpu'), ioUs: someTotalUs('io') });
+    } catch {
+      // No PSI on this kernel: the windows print without pressure.
+    }
+  };
+  sample();
+  const timer = setInterval(sample, 50);
+  return { samples, stop: () => {
+    clearInterval(timer);
+    sample();
+  } };
+}
+
+
+function printWindows(runs: readonly { dueMs: number; lagMs: number }[], firstDueMs: number,
+  samples: readonly PressureSample[]): void {
+  const windows = new Map<number, { late: number; maxLagMs: number; cpuMs: number; ioMs: number }>();
+  const windowOf = (atMs: number): { late: number; maxLagMs: number; cpuMs: number; ioMs: number } => {
+    const index = Math.floor((atMs - firstDueMs) / windowMs);
+    let window = windows.get(index);
+    if (window === undefined) {
+      window = { late: 0, maxLagMs: 0, cpuMs: 0, ioMs: 0 };
+      windows.set(index, window);
+    }
+    return window;
+  };
+  for (const run of runs) {
+    const window = windowOf(run.dueMs);
+    if (run.lagMs >= lateMs) window.late++;
+    window.maxLagMs = Math.max(window.maxLagMs, run.lagMs);
+  }
+  for (let index = 1; index < samples.length; index++) {
+    const [previous, current] = [samples[index - 1]!, samples[index]!];
+    if (current.atMs < firstDueMs || !windows.has(Math.floor((current.atMs - firstDueMs) / windowMs))) continue;
+    const window = windowOf(current.atMs);
+    window.cpuMs += (current.cpuUs - previous.cpuUs) / 1_000;
+    window.ioMs += (current.ioUs - previous.ioUs) / 1_000;
+  }
+  const ordered = [...windows.entries()].sort(([a], [b]) => a - b).map(([, window]) => window);
+  console.log(`per ${windowMs} ms of due times: runs >= ${lateMs} ms late / max lag ms / CPU pressure ms / I/O pressure ms`);
+  console.log(ordered.map((window) =>
+    `${window.late}/${window.maxLagMs}/${window.cpuMs.toFixed(0)}/${window.ioMs.toFixed(0)}`).join(' '));
+  const late = ordered.map((window) => window.late);
+  console.log(`correlation with the late count: CPU pressure ${correlation(late, ordered.map((window) => window.cpuMs)).toFixed(2)}, ` +
+    `I/O pressure ${correlation(late, ordered.map((window) => window.ioMs)).toFixed(2)}`);
+}
+
+/** Pearson's r; NaN when either side is constant. */
+function correlation(a: readonly number[], b: readonly number[]): number {
+  const mean = (values: readonly number[]): number => values.reduce((sum, value) => sum + value, 0) / values.length;
+  const [meanA, meanB] = [mean(a), mean(b)];
+  let product = 0;
+  let squaresA = 0;
+  let squaresB = 0;
+  a.forEach((valueA, index) => {
+    const [da, db] = [valueA - meanA, b[index]! - meanB];
+    product += da * db;
+    squaresA += da * da;
+    squaresB += db * db;
+  });
+  return product / Math.sqrt(squaresA * squaresB);
 }
