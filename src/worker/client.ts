@@ -165,7 +165,15 @@ export class TicklerClient {
       sendBatch: async (jobIds, timeoutMs) => {
         // A batch of one goes to the single route: a quiet caller's answer is byte for byte today's.
         if (jobIds.length === 1) return [await sendAlone(jobIds[0]!, timeoutMs)];
-        const { results } = await this.cancelJobs(jobIds, timeoutOf(timeoutMs));
+        let results: CancelBatchResult[];
+        try {
+          ({ results } = await this.cancelJobs(jobIds, timeoutOf(timeoutMs)));
+        } catch (error) {
+          // Refused whole as bad input, so nothing was cancelled: each goes alone, and only an
+          // item at fault fails (as coalesced creates do).
+          if (!(error instanceof TicklerApiError && error.status === 400)) throw error;
+          return Promise.all(jobIds.map((jobId) => sendAlone(jobId, timeoutMs)));
+        }
         return results.map((result): BatchItemResult<Job> => (result.status === 200 && 'job' in result
           ? { ok: true, value: result.job }
           : { ok: false, error: itemErrorOf(result.status, 'error' in result ? result.error : undefined, 'POST /v1/jobs:cancel') }));
@@ -228,7 +236,9 @@ export class TicklerClient {
   }
 
   cancelJob(jobId: string, options?: RequestOptions): Promise<Job> {
-    const alone = this.cancels === undefined || options?.signal !== undefined || options?.timeoutMs !== undefined;
+    // An id that is not a string (an untyped caller) goes alone, answered as the single route answers it.
+    const alone = this.cancels === undefined || options?.signal !== undefined || options?.timeoutMs !== undefined ||
+      typeof jobId !== 'string';
     if (alone || this.cancels === undefined) return this.json('DELETE', `/v1/jobs/${segment(jobId)}`, options);
     return this.cancels.submit(jobId);
   }

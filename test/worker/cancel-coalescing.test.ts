@@ -55,6 +55,14 @@ describe('coalesced cancels on a real server', () => {
     assert.deepEqual(requests, ['POST /v1/jobs:cancel', 'DELETE /v1/jobs/ID', 'DELETE /v1/jobs/ID']);
   });
 
+  test('an id that is not a string (an untyped caller) goes alone and fails alone', async () => {
+    const client = new TicklerClient({ baseUrl, coalesceCancels: true });
+    const outcomes = await Promise.allSettled([client.cancelJob(jobIds[0]!), client.cancelJob(7 as unknown as string)]);
+    assert.equal(outcomes[0].status, 'fulfilled');
+    assert.equal(((outcomes[1] as PromiseRejectedResult).reason as TicklerApiError).status, 404);
+    assert.deepEqual(requests.sort(), ['DELETE /v1/jobs/7', 'DELETE /v1/jobs/ID']);
+  });
+
   test('cancelJobs and cancelJobsBriefly send one request of their own', async () => {
     const client = new TicklerClient({ baseUrl });
     const { results } = await client.cancelJobs([jobIds[0]!, unknownJobId]);
@@ -72,7 +80,22 @@ describe('coalesced cancels against a server without the route', () => {
   before(() => server.listen());
   after(() => server.close());
 
+  test('a batch refused whole as bad input (400) sends each alone, so only an item at fault fails', async () => {
+    server.requests.length = 0;
+    server.routes.set('POST /v1/jobs:cancel', { status: 400, body: { error: { code: 'invalid_request', message: 'no', field: 'job_ids' } } });
+    server.routes.set('DELETE /v1/jobs/j1', { status: 200, body: { job_id: 'j1', state: 'cancelled' } });
+    server.routes.set('DELETE /v1/jobs/j3', { status: 404, body: { error: { code: 'not_found', message: 'no job "j3"' } } });
+    const client = new TicklerClient({ baseUrl: server.url, coalesceCancels: true });
+    const outcomes = await Promise.allSettled([client.cancelJob('j1'), client.cancelJob('j3')]);
+    assert.equal(outcomes[0].status, 'fulfilled');
+    assert.equal(((outcomes[1] as PromiseRejectedResult).reason as TicklerApiError).code, 'not_found');
+    const paths = server.requests.map((request) => `${request.method} ${request.path}`);
+    assert.deepEqual(paths, ['POST /v1/jobs:cancel', 'DELETE /v1/jobs/j1', 'DELETE /v1/jobs/j3']);
+    server.routes.delete('POST /v1/jobs:cancel');
+  });
+
   test('a 404 to the batch route sends single cancels, then and from then on', async () => {
+    server.requests.length = 0;
     const cancelled = { job_id: 'j1', state: 'cancelled' } as unknown as Job;
     server.routes.set('DELETE /v1/jobs/j1', { status: 200, body: cancelled });
     server.routes.set('DELETE /v1/jobs/j2', { status: 200, body: cancelled });
