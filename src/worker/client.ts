@@ -13,7 +13,7 @@
 import { batchJobsMax, batchRequestBodyBytesMax, requestBodyBytesMax } from '../limits.js';
 import { createBatcher, type CreateBatcher, type CreateText } from './create-batcher.js';
 import { TicklerApiError, TicklerNetworkError } from './errors.js';
-import { RequestBatcher, itemErrorOf, type BatchItemResult } from './request-batcher.js';
+import { RequestBatcher, aloneAsItem, itemErrorOf, type BatchItemResult } from './request-batcher.js';
 import { fetchTransport, httpTransport, type Transport, type TransportAnswer } from './http-transport.js';
 import type {
   BatchIdResult,
@@ -156,11 +156,7 @@ export class TicklerClient {
     const cancelOne = (jobId: string, timeoutMs: number | undefined): Promise<Job> =>
       this.json('DELETE', `/v1/jobs/${segment(jobId)}`, timeoutOf(timeoutMs));
     const sendAlone = (jobId: string, timeoutMs: number | undefined): Promise<BatchItemResult<Job>> =>
-      cancelOne(jobId, timeoutMs).then((job) => ({ ok: true, value: job }), (error: unknown) => {
-        // An error answer is this item's own; anything else (no answer) is the request's.
-        if (error instanceof TicklerApiError) return { ok: false, error };
-        throw error;
-      });
+      aloneAsItem(cancelOne(jobId, timeoutMs));
     return new RequestBatcher<string, Job>({
       sendBatch: async (jobIds, timeoutMs) => {
         // A batch of one goes to the single route: a quiet caller's answer is byte for byte today's.

@@ -25,7 +25,7 @@
  */
 import { batchJobsMax, batchRequestBodyBytesMax } from '../limits.js';
 import { TicklerApiError } from './errors.js';
-import { RequestBatcher, itemErrorOf, type BatchItemResult } from './request-batcher.js';
+import { RequestBatcher, aloneAsItem, itemErrorOf, type BatchItemResult } from './request-batcher.js';
 import type { BatchIdResult, BatchResult, Job } from './wire.js';
 
 /** A create as it will travel: the body's JSON text, serialized once for both routes. */
@@ -55,11 +55,7 @@ const batchEnvelopeBytes = 64;
 export function createBatcher<T>(routes: CreateRoutes<T>, onBatchRouteMissing: (error: TicklerApiError) => void):
   CreateBatcher<T> {
   const sendAlone = (item: CreateText, timeoutMs: number | undefined): Promise<BatchItemResult<T>> =>
-    routes.createOne(item.text, timeoutMs).then((value) => ({ ok: true, value }), (error: unknown) => {
-      // An error answer is this item's own; anything else (no answer) is the request's.
-      if (error instanceof TicklerApiError) return { ok: false, error };
-      throw error;
-    });
+    aloneAsItem(routes.createOne(item.text, timeoutMs));
   return new RequestBatcher<CreateText, T>({
     async sendBatch(items, timeoutMs) {
       if (items.length === 1) return [await sendAlone(items[0]!, timeoutMs)];

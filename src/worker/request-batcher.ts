@@ -149,6 +149,17 @@ export class RequestBatcher<I, A> {
   }
 }
 
+/**
+ * An item sent alone through its single route, as a batch item: an error answer is the item's
+ * own; anything else (no answer at all) is the request's, and rejects.
+ */
+export function aloneAsItem<A>(call: Promise<A>): Promise<BatchItemResult<A>> {
+  return call.then((value) => ({ ok: true, value }), (error: unknown) => {
+    if (error instanceof TicklerApiError) return { ok: false, error };
+    throw error;
+  });
+}
+
 /** The error of one failed item, as a single call would have thrown it. */
 export function itemErrorOf(status: number, error: ItemError | undefined, route: string): TicklerApiError {
   return new TicklerApiError({
