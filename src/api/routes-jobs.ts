@@ -18,13 +18,15 @@ import {
   PreviewQuery,
   RunAnswer,
   RunListQuery,
+  SilentJobsAnswer,
+  SilentJobsQuery,
   TeamQuery,
   listAnswer,
 } from './schemas.js';
 import { scopeOf, teamOf } from './auth.js';
 import { arrayItemTexts } from './json-body.js';
 import { schemaIssueToError } from './http-errors.js';
-import { joinedUtf8, jobToWire, jobWireJson, runToWire } from './wire.js';
+import { iso, isoOrNull, joinedUtf8, jobToWire, jobWireJson, runToWire } from './wire.js';
 import { assertEmptyBody, callerOf, checkId, instantOf, limitOf, pageToWire } from './route-helpers.js';
 import type { CreateItem, CreateResult } from '../service/job-service.js';
 import type { JobRecord } from '../domain/types.js';
@@ -147,6 +149,22 @@ function registerReadRoutes(app: App, { jobs, runs }: ApiContext): void {
     const { team, limit, ...filters } = request.query;
     const page = await jobs.list({ ...filters, team: scopeOf(callerOf(request), team), limit: limitOf(limit) });
     return pageToWire(page, jobToWire);
+  });
+
+  app.get('/v1/jobs::silent', {
+    schema: { querystring: SilentJobsQuery },
+    config: {
+      doc: {
+        summary: 'the dead man\'s switch: active jobs whose last success is older than their max_silence_s, longest silent first',
+        answers: { 200: SilentJobsAnswer },
+      },
+    },
+  }, async (request) => {
+    const { team, limit, cursor } = request.query;
+    const page = await jobs.silent(scopeOf(callerOf(request), team), limitOf(limit), cursor);
+    return pageToWire(page, ({ job, lastSuccessAtMs, silentSinceMs }) => ({
+      job: jobToWire(job), last_success_at: isoOrNull(lastSuccessAtMs), silent_since: iso(silentSinceMs),
+    }));
   });
 
   app.get('/v1/jobs/:job_id', {

@@ -148,6 +148,12 @@ export const JobListQuery = Type.Object({
 
 export const TeamQuery = Type.Object({ team: Type.Optional(teamName) }, strict);
 
+export const SilentJobsQuery = Type.Object({
+  cursor: Type.Optional(cursor),
+  limit: Type.Optional(listLimit),
+  team: Type.Optional(teamName),
+}, strict);
+
 export const CancelByPrefixQuery = Type.Object({
   key_prefix: Type.String({ minLength: 1, maxLength: limits.keyLengthMax, pattern: printablePattern }),
   team: Type.Optional(teamName),
@@ -267,6 +273,15 @@ export const RunAnswer = Type.Object({
 export function listAnswer(item: TSchema) {
   return Type.Object({ items: Type.Array(item), next_cursor: Type.Union([Type.String(), Type.Null()]) });
 }
+
+export const SilentJobsAnswer = Type.Object({
+  items: Type.Array(Type.Object({
+    job: Type.Unknown(),
+    last_success_at: Type.Union([Type.String(), Type.Null()]),
+    silent_since: Type.String(),
+  })),
+  next_cursor: Type.Union([Type.String(), Type.Null()]),
+});
 
 export const ErrorAnswer = Type.Object({
   error: Type.Object({ code: Type.String(), message: Type.String(), field: Type.Optional(Type.String()) }),

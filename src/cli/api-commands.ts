@@ -99,6 +99,10 @@ export function addApiCommands(program: Command, clientOf: () => TicklerClient, 
       state: flags['state'] as never, pool: flags['pool'], label: flags['label'], team: flags['team'],
       cursor: flags['cursor'], limit: limitOf(flags['limit']),
     })));
+  jobs.command('silent').description("the dead man's switch: active jobs whose last success is older than their max_silence_s")
+    .option('--team <team>', 'admin only').option('--cursor <cursor>').option('--limit <n>')
+    .action(call((client, flags: Record<string, string | undefined>) =>
+      client.listSilentJobs({ team: flags['team'], cursor: flags['cursor'], limit: limitOf(flags['limit']) })));
   jobs.command('get <job_id>').action(call((client, jobId: string) => client.getJob(jobId)));
   jobs.command('cancel [job_ids...]')
     .description('cancel a job; several (up to 1,000) in one request, each answering for itself; or with --key-prefix every job whose key starts so')

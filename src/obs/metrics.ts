@@ -66,6 +66,12 @@ export class Metrics {
     help: 'Active recurring jobs found without a pending timer at the last reconciler pass',
     registers: [this.registry],
   });
+  readonly jobsSilent = new Gauge({
+    name: 'tickler_jobs_silent',
+    help: 'Active jobs whose last success is older than their max_silence_s (the dead man\'s switch), at the last reconciler pass',
+    labelNames: ['team'] as const,
+    registers: [this.registry],
+  });
   readonly reconcilerRepairsTotal = new Counter({
     name: 'tickler_reconciler_repairs_total',
     help: 'Pending timers written back by the reconciler',

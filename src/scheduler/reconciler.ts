@@ -3,20 +3,30 @@
  * pending timer gets one back — the first occurrence after now — and is counted and logged.
  * Dispatch writes the next timer in the same transaction as the run, so a repair here means
  * a bug or a hand-edited database; `tickler_definitions_without_next_timer` should stay 0.
+ *
+ * The same pass runs the dead man's switch (DESIGN.md flow 8): jobs with `max_silence_s` whose
+ * last success is older than that are counted per team in `tickler_jobs_silent`, and each is
+ * logged once when it falls silent (and once when it succeeds again). A timer can be there and
+ * the job still silent: its worker fails, or its pool has no worker at all.
+ *
  * On PostgreSQL only the node that holds shard 0 runs it, so nodes do not repeat the work.
  */
 import type { Clock, TimerHandle } from '../clock.js';
 import { firstTimer } from '../domain/firing-plan.js';
 import type { Logger } from '../obs/log.js';
 import type { Metrics } from '../obs/metrics.js';
-import type { Store } from '../store/store.js';
+import type { SilentJob, Store } from '../store/store.js';
 import type { ScheduleCache } from './schedule-cache.js';
 
 const repairBatchMax = 1_000;
+/** Silent jobs read per pass; the gauge counts at most this many. */
+const silentJobsMax = 10_000;
 
 export class Reconciler {
   private timer: TimerHandle | null = null;
   private stopped = false;
+  /** Jobs silent at the last pass: each is logged when it falls silent, not on every pass. */
+  private silentJobIds = new Set<string>();
 
   constructor(
     private readonly deps: {
@@ -59,12 +69,39 @@ export class Reconciler {
     return repaired;
   }
 
+  /** One dead man's switch pass; answers the silent jobs, the longest silent first. */
+  async watchSilenceOnce(): Promise<SilentJob[]> {
+    const { store, clock, metrics, logger } = this.deps;
+    const silent = await store.findSilentJobs(null, clock.nowMs(), silentJobsMax);
+    const perTeam = new Map<string, number>();
+    for (const { job } of silent) perTeam.set(job.team, (perTeam.get(job.team) ?? 0) + 1);
+    metrics.jobsSilent.reset();
+    for (const [team, count] of perTeam) metrics.jobsSilent.set({ team }, count);
+    const silentNow = new Set(silent.map(({ job }) => job.jobId));
+    for (const { job, lastSuccessAtMs, silentSinceMs } of silent) {
+      if (this.silentJobIds.has(job.jobId)) continue;
+      logger.warn({
+        jobId: job.jobId, team: job.team, pool: job.spec.pool, key: job.spec.key, maxSilenceS: job.spec.max_silence_s,
+        lastSuccessAt: lastSuccessAtMs === null ? null : new Date(lastSuccessAtMs).toISOString(),
+        silentSince: new Date(silentSinceMs).toISOString(),
+      }, 'job has not succeeded within its max_silence_s');
+    }
+    for (const jobId of this.silentJobIds) {
+      if (!silentNow.has(jobId)) logger.info({ jobId }, 'job is no longer silent');
+    }
+    this.silentJobIds = silentNow;
+    return silent;
+  }
+
   private arm(): void {
     if (this.stopped) return;
     const { clock, intervalMs, logger } = this.deps;
     this.timer = clock.setTimer(clock.nowMs() + intervalMs, async () => {
       try {
-        if (this.deps.isLeader()) await this.reconcileOnce();
+        if (this.deps.isLeader()) {
+          await this.reconcileOnce();
+          await this.watchSilenceOnce();
+        }
       } catch (error) {
         logger.error({ err: error }, 'reconciler pass failed; the next pass retries');
       }

@@ -139,6 +139,26 @@ export type DispatchResult =
   /** The timer was no longer pending (cancelled, paused, patched, or fired already). */
   | { kind: 'timer_gone'; timerId: string };
 
+/**
+ * An active job with `max_silence_s` whose last success is older than that (DESIGN.md flow 8,
+ * the dead man's switch). The silence is counted from the job's latest succeeded run, or from
+ * its last change (create, PATCH, pause, resume) when that is later or it never succeeded:
+ * a job just created or resumed is not silent before its own `max_silence_s` has passed.
+ */
+export interface SilentJob {
+  job: JobRecord;
+  /** `finished_at` of its latest succeeded run (by scheduled time); null when none. */
+  lastSuccessAtMs: number | null;
+  /** When the switch tripped: the later of the last success and the last change, plus `max_silence_s`. */
+  silentSinceMs: number;
+}
+
+/** Where a page of silent jobs ended: the last item's `silentSinceMs` and job id. */
+export interface SilentJobsCursor {
+  silentSinceMs: number;
+  jobId: string;
+}
+
 export interface ShardLease {
   shard: number;
   nodeId: string;
@@ -305,6 +325,11 @@ export interface Store extends StoreNotifications {
   /** Writes the timer only if the job is still active and still has none; answers whether it wrote. */
   repairJobTimer(jobId: string, expectedVersion: number, timer: TimerWrite, nowMs: number): Promise<boolean>;
   countJobsWithoutTimer(): Promise<number>;
+  /**
+   * Silent jobs of `team` (every team for null) at `nowMs`, the longest silent first (by
+   * `silentSinceMs`, then job id); `after` continues past that key (keyset paging).
+   */
+  findSilentJobs(team: TeamScope, nowMs: number, limit: number, after?: SilentJobsCursor): Promise<SilentJob[]>;
 
   // Workers --------------------------------------------------------------------------------
   leaseRuns(request: LeaseRunsRequest): Promise<LeasedRun[]>;

@@ -40,6 +40,7 @@ import type {
   PreviewItem,
   PreviewQuery,
   Run,
+  SilentJob,
 } from './wire.js';
 
 export interface TicklerClientOptions {
@@ -225,6 +226,12 @@ export class TicklerClient {
 
   listJobs(query: ListJobsQuery = {}, options?: RequestOptions): Promise<ListPage<Job>> {
     return this.json('GET', '/v1/jobs', { query: { ...query }, ...options });
+  }
+
+  /** Active jobs whose last success is older than their `max_silence_s`, longest silent first, paged. */
+  listSilentJobs(query: { team?: string; cursor?: string; limit?: number } = {}, options?: RequestOptions):
+    Promise<ListPage<SilentJob>> {
+    return this.json('GET', '/v1/jobs:silent', { query: { ...query }, ...options });
   }
 
   patchJob(jobId: string, body: JobPatchRequest, options?: RequestOptions): Promise<Job> {

@@ -95,6 +95,15 @@ export interface ListPage<T> {
   next_cursor: string | null;
 }
 
+/** One item of `GET /v1/jobs:silent` (the dead man's switch). */
+export interface SilentJob {
+  job: Job;
+  /** When its latest succeeded run finished; null when it never succeeded. */
+  last_success_at: string | null;
+  /** When its max_silence_s ran out: the later of its last success and its last change, plus max_silence_s. */
+  silent_since: string;
+}
+
 export interface ListJobsQuery {
   state?: JobState;
   pool?: string;

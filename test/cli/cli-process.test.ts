@@ -77,3 +77,12 @@ test('jobs cancel: one id is DELETE /v1/jobs/{id}; several are one POST /v1/jobs
   assert.equal(both.code, 2);
   assert.equal(server.requests.length, before, 'nothing sent');
 });
+
+test('jobs silent asks GET /v1/jobs:silent and prints the items', async () => {
+  const items = [{ job: { job_id: 'j_1', max_silence_s: 60 }, last_success_at: null, silent_since: '2026-11-30T00:01:00.000Z' }];
+  server.routes.set('GET /v1/jobs:silent?limit=5', { status: 200, body: { items, next_cursor: null } });
+  const outcome = await tickler(['--url', server.url, 'jobs', 'silent', '--limit', '5']);
+  assert.equal(outcome.code, 0, outcome.stderr);
+  assert.deepEqual(JSON.parse(outcome.stdout), { items, next_cursor: null });
+  assert.equal(server.requests.at(-1)?.path, '/v1/jobs:silent?limit=5');
+});

@@ -6,11 +6,12 @@ import { describe, it } from 'node:test';
 import type { JobRecord, Page } from '../../src/domain/types.js';
 import type { LoadedTimer } from '../../src/store/store.js';
 import {
-  createJob, firePending, jobRecord, jobSpec, minuteMs, t0Ms, timerAt, withStore, type OpenStore,
+  createJob, firePending, jobRecord, jobSpec, leaseOne, minuteMs, t0Ms, timerAt, withStore, type OpenStore,
 } from './conformance-fixtures.js';
 
 export function runHistoryConformance(open: OpenStore): void {
   void describe('history and lists', () => runHistoryTests(open));
+  void describe('dead man\'s switch', () => runSilenceTests(open));
   void describe('notifications', () => runNotificationTests(open));
 }
 
@@ -174,5 +175,62 @@ function runNotificationTests(open: OpenStore): void {
       assert.equal(result.kind, 'dispatched', 'the dispatch stands despite the throwing listener');
       assert.equal(await ready, 'pool-a');
       unsubscribeThrower();
+    }));
+}
+
+const hourMs = 60 * minuteMs;
+
+function runSilenceTests(open: OpenStore): void {
+  void it('finds active jobs with max_silence_s and no success within it, counted from their creation', () =>
+    withStore(open, async (store) => {
+      const watched = await createJob(store, { spec: { max_silence_s: 3_600 } });
+      await createJob(store, { spec: { max_silence_s: null } });
+      const otherTeam = await createJob(store, { spec: { max_silence_s: 3_600 }, team: 'team-b' });
+      const shortSwitch = await createJob(store, { spec: { max_silence_s: 60 } });
+      assert.deepEqual(await store.findSilentJobs(null, t0Ms + minuteMs - 1, 100), [], 'not silent before its own max_silence_s');
+      const early = await store.findSilentJobs(null, t0Ms + minuteMs, 100);
+      assert.deepEqual(early.map((entry) => entry.job.jobId), [shortSwitch.jobId]);
+      assert.deepEqual([early[0]!.lastSuccessAtMs, early[0]!.silentSinceMs], [null, t0Ms + minuteMs]);
+      const later = await store.findSilentJobs(null, t0Ms + hourMs, 100);
+      assert.deepEqual(later.map((entry) => entry.job.jobId),
+        [shortSwitch.jobId, ...[watched.jobId, otherTeam.jobId].sort()], 'longest silent first, then by job id');
+      assert.equal(later[1]!.job.spec.max_silence_s, 3_600, 'the job comes back whole');
+      assert.deepEqual((await store.findSilentJobs('team-b', t0Ms + hourMs, 100)).map((entry) => entry.job.jobId),
+        [otherTeam.jobId], 'team scope');
+      assert.equal((await store.findSilentJobs(null, t0Ms + hourMs, 1)).length, 1, 'limit');
+      for (let index = 1; index < later.length; index++) {
+        const previous = later[index - 1]!;
+        const page = await store.findSilentJobs(null, t0Ms + hourMs, 1,
+          { silentSinceMs: previous.silentSinceMs, jobId: previous.job.jobId });
+        assert.deepEqual(page.map((entry) => entry.job.jobId), [later[index]!.job.jobId], 'keyset paging continues after the key');
+      }
+      assert.deepEqual(await store.findSilentJobs(null, t0Ms + hourMs, 1,
+        { silentSinceMs: later.at(-1)!.silentSinceMs, jobId: later.at(-1)!.job.jobId }), [], 'and ends');
+      await store.cancelJob(null, otherTeam.jobId, t0Ms + hourMs);
+      assert.ok(!(await store.findSilentJobs(null, t0Ms + 2 * hourMs, 100)).some((entry) => entry.job.jobId === otherTeam.jobId),
+        'a cancelled job is not watched');
+    }));
+
+  void it('counts from the last success: a failure does not reset it, a success does', () =>
+    withStore(open, async (store) => {
+      const job = await createJob(store, { spec: { max_silence_s: 3_600 } });
+      const silentIds = async (nowMs: number): Promise<string[]> =>
+        (await store.findSilentJobs(null, nowMs, 100)).map((entry) => entry.job.jobId);
+      const finish = async (atMs: number, status: 'succeeded' | 'failed'): Promise<void> => {
+        await firePending(store, job, atMs);
+        const leased = await leaseOne(store, atMs);
+        assert.ok(leased !== undefined && leased.jobId === job.jobId);
+        const done = await store.completeRun({ team: null, runId: leased.runId, fencingToken: leased.fencingToken,
+          status, error: status === 'failed' ? 'boom' : null, result: null, nowMs: atMs + 1_000 });
+        assert.ok(done.kind === 'completed');
+      };
+      await finish(t0Ms + minuteMs, 'succeeded');
+      assert.deepEqual(await silentIds(t0Ms + hourMs), [], 'a success a minute in restarts the hour');
+      const [silent] = await store.findSilentJobs(null, t0Ms + minuteMs + 1_000 + hourMs, 100);
+      assert.equal(silent?.job.jobId, job.jobId);
+      assert.equal(silent.lastSuccessAtMs, t0Ms + minuteMs + 1_000);
+      assert.equal(silent.silentSinceMs, t0Ms + minuteMs + 1_000 + hourMs);
+      await finish(t0Ms + 2 * minuteMs, 'failed');
+      assert.deepEqual(await silentIds(t0Ms + minuteMs + 1_000 + hourMs), [job.jobId], 'a failure is not a success');
     }));
 }

@@ -18,7 +18,7 @@ import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
 import type {
   CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchLeaser, DispatchResult, ExpiredLease,
   HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun, LoadTimersQuery,
-  LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, Store, TeamScope, TimerWrite,
+  LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite,
 } from '../store.js';
 import { createPool, mapStoreError, poolSizeDefault, queryPool, withClient, type CommitHooks } from './connection.js';
 import { query, transaction, type StoreContext } from './context.js';
@@ -31,7 +31,9 @@ import { Notifier } from './notifier.js';
 import { maintainPartitions, type PartitionReport } from './partitions.js';
 import { migrate } from './schema.js';
 import { acquireShardLeases, listShardLeases, releaseShardLeases, renewShardLeases } from './shard-leases.js';
-import { countJobsWithoutTimer, findJobsWithoutTimer, loadTimers, loadTimersByRef, repairJobTimer } from './timers.js';
+import {
+  countJobsWithoutTimer, findJobsWithoutTimer, findSilentJobs, loadTimers, loadTimersByRef, repairJobTimer,
+} from './timers.js';
 import { completeRunsWithin } from './run-completion.js';
 import { expireRunLeases, heartbeatRun, leaseRuns, nextReadyAtMs, nextRunDeadlineMs } from './worker-runs.js';
 
@@ -172,6 +174,10 @@ export class PostgresStore implements Store {
 
   countJobsWithoutTimer(): Promise<number> {
     return countJobsWithoutTimer(this.context);
+  }
+
+  findSilentJobs(team: TeamScope, nowMs: number, limit: number, after?: SilentJobsCursor): Promise<SilentJob[]> {
+    return findSilentJobs(this.context, team, nowMs, limit, after);
   }
 
   leaseRuns(request: LeaseRunsRequest): Promise<LeasedRun[]> {

@@ -5,7 +5,7 @@
  * timer" is a partial index of the jobs table, empty when all is well.
  */
 import type { JobRecord } from '../../domain/types.js';
-import type { LoadTimersQuery, LoadedTimer, TimerWrite } from '../store.js';
+import type { LoadTimersQuery, LoadedTimer, SilentJob, SilentJobsCursor, TimerWrite } from '../store.js';
 import { numberArray, textArray } from './array-literals.js';
 import { query, transaction, type StoreContext } from './context.js';
 import { jobColumns, jobFromRow, loadedTimerColumns, loadedTimerFromRow, type JobRow, type LoadedTimerRow } from './rows.js';
@@ -75,4 +75,34 @@ export function repairJobTimer(context: StoreContext, jobId: string, expectedVer
     collectNearTimer(tx, written, row.version, row.spec, nowMs, context.nearHorizonMs);
     return true;
   });
+}
+
+/**
+ * Active jobs with `max_silence_s` silent at `nowMs` (store.ts `SilentJob`): a scan of the
+ * active jobs per reconciler pass, as for the timer check, and for each job with a switch its
+ * latest success read from runs_job (job_id, scheduled_at DESC) newest first.
+ */
+export async function findSilentJobs(context: StoreContext, team: string | null, nowMs: number, limit: number,
+  after: SilentJobsCursor | undefined): Promise<SilentJob[]> {
+  const silentSince = `greatest(coalesce(s.last_success_at, j.updated_at), j.updated_at)
+    + (j.spec->>'max_silence_s')::bigint * 1000`;
+  const result = await query<JobRow & { last_success_at: string | number | null; silent_since: string | number }>(
+    context, 'findSilentJobs',
+    `SELECT ${jobColumns.split(',').map((column) => `j.${column.trim()}`).join(', ')},
+            s.last_success_at, ${silentSince} AS silent_since
+       FROM jobs j
+       LEFT JOIN LATERAL (
+         SELECT r.finished_at AS last_success_at FROM runs r
+          WHERE r.job_id = j.job_id AND r.status = 'succeeded'
+          ORDER BY r.scheduled_at DESC, r.run_id DESC LIMIT 1) s ON true
+      WHERE j.state = 'active' AND j.spec->>'max_silence_s' IS NOT NULL AND ($1::text IS NULL OR j.team = $1)
+        AND ${silentSince} <= $2
+        AND ($4::bigint IS NULL OR (${silentSince}, j.job_id) > ($4::bigint, $5::text))
+      ORDER BY silent_since, j.job_id LIMIT $3`,
+    [team, nowMs, limit, after?.silentSinceMs ?? null, after?.jobId ?? '']);
+  return result.rows.map((row) => ({
+    job: jobFromRow(row),
+    lastSuccessAtMs: row.last_success_at === null ? null : Number(row.last_success_at),
+    silentSinceMs: Number(row.silent_since),
+  }));
 }

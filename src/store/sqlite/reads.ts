@@ -9,7 +9,9 @@ import { laneOrder } from '../store.js';
 import { shardCount } from '../../limits.js';
 import { TicklerError } from '../../errors.js';
 import { runStatuses, type JobRecord, type Page, type RunRecord } from '../../domain/types.js';
-import type { JobListFilter, LoadTimersQuery, LoadedTimer, RunListFilter, RunWithEvents, TeamScope } from '../store.js';
+import type {
+  JobListFilter, LoadTimersQuery, LoadedTimer, RunListFilter, RunWithEvents, SilentJob, SilentJobsCursor, TeamScope,
+} from '../store.js';
 import {
   decodeCursor, encodeCursor, jobFromRow, jobSelectSql, loadedTimerFromRow, parseDecimalId, runEventFromRow, runFromRow,
   type JobRow, type RunEventRow, type RunRow, type TimerWithJobRow,
@@ -57,6 +59,10 @@ export class StoreReads {
   private readonly selectEvents: Database.Statement<[string, number], RunEventRow>;
   private readonly selectJobsWithoutTimer: Database.Statement<[number], JobRow>;
   private readonly countJobsWithoutTimerStatement: Database.Statement<[], number>;
+  private readonly selectSilentJobs: Database.Statement<[{
+    team: string | null; nowMs: number; limit: number; afterMs: number | null; afterJobId: string;
+  }],
+    JobRow & { last_success_at: number | null; silent_since: number }>;
   private readonly selectNextLeaseExpiry: Database.Statement<[], number | null>;
   private readonly selectNextRetry: Database.Statement<[], number | null>;
   private readonly selectNextReady: Database.Statement<[{ pool: string; team: string | null }], number | null>;
@@ -76,6 +82,22 @@ export class StoreReads {
     this.selectJobsWithoutTimer = db.prepare(
       `SELECT j.*, NULL AS next_fire_at, NULL AS next_scheduled_at ${withoutTimer} ${boundLimit}`);
     this.countJobsWithoutTimerStatement = db.prepare<[], number>(`SELECT count(*) ${withoutTimer}`).pluck();
+    // A scan of the active jobs, like the timer check above, once per reconciler pass; each
+    // job with a switch looks up its latest success on runs_job_history (job_seq, scheduled_at)
+    // from the newest run back, which finds it at once for a job that usually succeeds.
+    this.selectSilentJobs = db.prepare(`
+      SELECT * FROM (
+        SELECT *, max(coalesce(last_success_at, updated_at), updated_at) + max_silence_s * 1000 AS silent_since
+        FROM (
+          SELECT j.*, t.fire_at AS next_fire_at, t.scheduled_at AS next_scheduled_at,
+            (SELECT r.finished_at FROM runs r WHERE r.job_seq = j.job_seq AND r.status = 'succeeded'
+              ORDER BY r.scheduled_at DESC LIMIT 1) AS last_success_at,
+            json_extract(j.spec, '$.max_silence_s') AS max_silence_s
+          FROM jobs j LEFT JOIN timers t ON t.job_seq = j.job_seq
+          WHERE j.state = 'active' AND json_extract(j.spec, '$.max_silence_s') IS NOT NULL
+            AND (@team IS NULL OR j.team = @team)))
+      WHERE silent_since <= @nowMs AND (@afterMs IS NULL OR (silent_since, job_id) > (@afterMs, @afterJobId))
+      ORDER BY silent_since, job_id LIMIT @limit`);
     this.selectNextLeaseExpiry = db.prepare<[], number | null>(
       "SELECT min(lease_expires_at) FROM runs WHERE status = 'running'").pluck();
     this.selectNextRetry = db.prepare<[], number | null>(
@@ -165,6 +187,13 @@ export class StoreReads {
 
   countJobsWithoutTimer(): number {
     return this.countJobsWithoutTimerStatement.get() ?? 0;
+  }
+
+  findSilentJobs(team: TeamScope, nowMs: number, limit: number, after?: SilentJobsCursor): SilentJob[] {
+    const cursor = { afterMs: after?.silentSinceMs ?? null, afterJobId: after?.jobId ?? '' };
+    return this.selectSilentJobs.all({ team, nowMs, limit, ...cursor }).map((row) => ({
+      job: jobFromRow(row), lastSuccessAtMs: row.last_success_at, silentSinceMs: row.silent_since,
+    }));
   }
 
   getRun(team: TeamScope, runId: string): RunWithEvents | null {

@@ -18,7 +18,7 @@ import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
 import type {
   CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchLeaser,
   DispatchResult, ExpiredLease, HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun,
-  LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ServedClaim, ShardLease, Store, TeamScope, TimerWrite,
+  LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ServedClaim, ShardLease, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite,
 } from '../store.js';
 import { Dispatcher } from './dispatch.js';
 import { GroupCommitQueue, type OperationOutcome, type QueuedOperation } from './group-commit.js';
@@ -305,6 +305,10 @@ export class SqliteStore implements Store {
 
   async countJobsWithoutTimer(): Promise<number> {
     return this.run(() => this.reads.countJobsWithoutTimer());
+  }
+
+  async findSilentJobs(team: TeamScope, nowMs: number, limit: number, after?: SilentJobsCursor): Promise<SilentJob[]> {
+    return this.run(() => this.reads.findSilentJobs(team, nowMs, limit, after));
   }
 
   // Workers --------------------------------------------------------------------------------
