@@ -12,7 +12,7 @@ import type { JobRecord } from '../../src/domain/types.js';
 import { openSqliteStore } from '../../src/store/sqlite/index.js';
 import { migrate, schemaVersion } from '../../src/store/sqlite/schema.js';
 import type { CreateJobInput, LoadedTimer } from '../../src/store/store.js';
-import { dispatchItem, jobRecord, jobSpec, minuteMs, ownShard, t0Ms, timerAt } from './conformance-fixtures.js';
+import { createJob, dispatchItem, jobRecord, jobSpec, minuteMs, ownShard, t0Ms, timerAt } from './conformance-fixtures.js';
 
 async function tempDatabasePath(): Promise<{ path: string; removeDirectory(): Promise<void> }> {
   const directory = await mkdtemp(join(tmpdir(), 'tickler-sqlite-v4-'));
@@ -168,5 +168,32 @@ void describe('sqlite store: timers keyed by the job seq (schema v4)', () => {
     }
     assert.equal(timersNamingNoJobOfTheirs(path), 0);
     await removeDirectory();
+  });
+});
+
+void describe('sqlite schema v5: the dead man\'s switch column', () => {
+  void it('fills max_silence_s from each job\'s spec on upgrade, so jobs created before it are watched', async () => {
+    const directory = await mkdtemp(join(tmpdir(), 'tickler-v5-'));
+    const path = join(directory, 'tickler.db');
+    try {
+      const store = await openSqliteStore({ path });
+      const watched = await createJob(store, { spec: { max_silence_s: 60 } });
+      await createJob(store, { spec: { max_silence_s: null } });
+      await store.close();
+      // Back to v4 as a v4 build left it: no column, no index.
+      const raw = new Database(path);
+      raw.exec('DROP INDEX jobs_watched; ALTER TABLE jobs DROP COLUMN max_silence_s;');
+      raw.pragma('user_version = 4');
+      raw.close();
+      const upgraded = await openSqliteStore({ path });
+      try {
+        const silent = await upgraded.findSilentJobs(null, t0Ms + minuteMs, 10);
+        assert.deepEqual(silent.map((entry) => entry.job.jobId), [watched.jobId]);
+      } finally {
+        await upgraded.close();
+      }
+    } finally {
+      await rm(directory, { recursive: true, force: true });
+    }
   });
 });

@@ -184,6 +184,12 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
     version: 5,
     statements: ['ALTER TABLE active_runs SET (fillfactor = 50)'],
   },
+  {
+    // The jobs the dead man's switch watches (timers.ts findSilentJobs names this predicate),
+    // so the reconciler's pass reads them instead of scanning every job each minute.
+    version: 6,
+    statements: [`CREATE INDEX jobs_watched ON jobs (job_id) WHERE (spec->>'max_silence_s') IS NOT NULL`],
+  },
 ];
 
 export const schemaVersion = migrations[migrations.length - 1]!.version;

@@ -23,8 +23,9 @@ export interface WriteEffects {
 /** The highest code point; a key range `[prefix, prefix + it)` holds every key starting with prefix. */
 const codePointMax = String.fromCodePoint(0x10ffff);
 
-const jobColumns = '(job_seq, job_id, team, key, pool, state, spec, request_hash, shard, version, created_at, updated_at)';
-const jobColumnCount = 12;
+const jobColumns =
+  '(job_seq, job_id, team, key, pool, state, spec, request_hash, shard, version, created_at, updated_at, max_silence_s)';
+const jobColumnCount = 13;
 const timerColumns = '(job_seq, shard, bucket, fire_at, scheduled_at)';
 const timerColumnCount = 5;
 /**
@@ -105,7 +106,7 @@ export class JobWrites {
     this.updateJob = db.prepare(`
       UPDATE jobs SET team = @team, key = @key, pool = @pool, state = @state, spec = @spec,
         request_hash = @request_hash, shard = @shard, version = @version, created_at = @created_at,
-        updated_at = @updated_at
+        updated_at = @updated_at, max_silence_s = @max_silence_s
       WHERE job_id = @job_id`);
     // Range on the (team, key) index, then the exact prefix test: keys may hold % _ ' and
     // anything else, and no pattern language is involved.
@@ -176,7 +177,7 @@ export class JobWrites {
     }
     const jobSeq = this.nextJobSeq++;
     this.jobRows.add(jobSeq, job.jobId, job.team, key, job.spec.pool, job.state, specJsonOf(job.spec), job.requestHash,
-      job.shard, job.version, job.createdAtMs, job.updatedAtMs);
+      job.shard, job.version, job.createdAtMs, job.updatedAtMs, job.spec.max_silence_s);
     if (timer !== null) {
       if (timer.fireAtMs < nearEndMs) {
         this.flushRows();

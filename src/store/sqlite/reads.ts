@@ -91,11 +91,9 @@ export class StoreReads {
         FROM (
           SELECT j.*, t.fire_at AS next_fire_at, t.scheduled_at AS next_scheduled_at,
             (SELECT r.finished_at FROM runs r WHERE r.job_seq = j.job_seq AND r.status = 'succeeded'
-              ORDER BY r.scheduled_at DESC LIMIT 1) AS last_success_at,
-            json_extract(j.spec, '$.max_silence_s') AS max_silence_s
-          FROM jobs j LEFT JOIN timers t ON t.job_seq = j.job_seq
-          WHERE j.state = 'active' AND json_extract(j.spec, '$.max_silence_s') IS NOT NULL
-            AND (@team IS NULL OR j.team = @team)))
+              ORDER BY r.scheduled_at DESC LIMIT 1) AS last_success_at
+          FROM jobs j INDEXED BY jobs_watched LEFT JOIN timers t ON t.job_seq = j.job_seq
+          WHERE j.max_silence_s IS NOT NULL AND j.state = 'active' AND (@team IS NULL OR j.team = @team)))
       WHERE silent_since <= @nowMs AND (@afterMs IS NULL OR (silent_since, job_id) > (@afterMs, @afterJobId))
       ORDER BY silent_since, job_id LIMIT @limit`);
     this.selectNextLeaseExpiry = db.prepare<[], number | null>(

@@ -20,6 +20,8 @@ export interface JobColumns {
   version: number;
   created_at: number;
   updated_at: number;
+  /** The spec's `max_silence_s`, kept as a column for the dead man's switch's index (schema v5). */
+  max_silence_s: number | null;
 }
 
 /** A job as read through `jobSelectSql`: the columns plus its pending timer's times. */
@@ -119,6 +121,7 @@ export function jobToParams(job: JobRecord): JobColumns {
     version: job.version,
     created_at: job.createdAtMs,
     updated_at: job.updatedAtMs,
+    max_silence_s: job.spec.max_silence_s,
   };
 }
 
