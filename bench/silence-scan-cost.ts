@@ -6,11 +6,13 @@
  *   node --import tsx bench/silence-scan-cost.ts [--jobs 1000000] [--watched 1000]
  *
  * Creates `jobs` recurring jobs (every minute), `watched` of them with `max_silence_s`, then
- * times each scan three times.
+ * times each scan three times: its whole time, and the longest the event loop was held
+ * (perf_hooks' event-loop delay, 1 ms resolution), which is what a timer due meanwhile waits.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { openSqliteStore } from '../src/store/sqlite/index.js';
 import { jobRecord, jobSpec, t0Ms, timerAt } from '../test/store/conformance-fixtures.js';
@@ -30,9 +32,18 @@ try {
   }
   const time = async (name: string, scan: () => Promise<unknown[]>): Promise<void> => {
     for (let round = 1; round <= 3; round++) {
+      const delay = monitorEventLoopDelay({ resolution: 1 });
+      delay.enable();
+      // A turn first: the monitor counts from its first tick, not from enable().
+      await new Promise((resolve) => setTimeout(resolve, 5));
       const startMs = performance.now();
       const found = await scan();
-      console.log(`${name}: ${(performance.now() - startMs).toFixed(1)} ms (${found.length} found)`);
+      const elapsedMs = performance.now() - startMs;
+      // One more turn, so that a block at the very end is recorded too.
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      delay.disable();
+      console.log(`${name}: ${elapsedMs.toFixed(1)} ms, loop held at most ${(delay.max / 1e6).toFixed(1)} ms ` +
+        `(${found.length} found)`);
     }
   };
   console.log(`${jobCount} active jobs, ${watched} with max_silence_s`);

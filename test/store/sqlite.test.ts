@@ -84,6 +84,25 @@ runStoreConformance('sqlite', openSqliteHandle);
 runRaceConformance('sqlite', openSqliteHandle);
 
 void describe('sqlite store: what only the embedded store has', () => {
+  void it('finds jobs without a timer a range of seqs at a time, across ranges and up to the limit', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    const store = await openSqliteStore({ path, scanStepJobs: 3 });
+    try {
+      const jobs: string[] = [];
+      for (let index = 0; index < 11; index++) {
+        // Every other job has no timer: seqs 1, 3, 5, ... 11 fall in each of the four ranges.
+        jobs.push((await createJob(store, { timer: index % 2 === 0 ? null : timerAt(t0Ms + minuteMs) })).jobId);
+      }
+      const orphans = jobs.filter((_, index) => index % 2 === 0);
+      assert.deepEqual((await store.findJobsWithoutTimer(100)).map((job) => job.jobId), orphans);
+      assert.deepEqual((await store.findJobsWithoutTimer(4)).map((job) => job.jobId), orphans.slice(0, 4));
+      assert.equal(await store.countJobsWithoutTimer(), orphans.length);
+    } finally {
+      await store.close();
+      await removeDirectory();
+    }
+  });
+
   void it('coalesces the writes of one event-loop turn into one transaction; a failing write fails alone', async () => {
     const { path, removeDirectory } = await tempDatabasePath();
     const store = await openSqliteStore({ path });

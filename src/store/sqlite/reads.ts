@@ -57,8 +57,9 @@ export class StoreReads {
   private readonly selectJob: Database.Statement<[string], JobRow>;
   private readonly selectRun: Database.Statement<[string], RunRow>;
   private readonly selectEvents: Database.Statement<[string, number], RunEventRow>;
-  private readonly selectJobsWithoutTimer: Database.Statement<[number], JobRow>;
   private readonly countJobsWithoutTimerStatement: Database.Statement<[], number>;
+  private readonly selectJobsWithoutTimerIn: Database.Statement<[number, number, number], JobRow>;
+  private readonly selectLastJobSeq: Database.Statement<[], number | null>;
   private readonly selectSilentJobs: Database.Statement<[{
     team: string | null; nowMs: number; limit: number; afterMs: number | null; afterJobId: string;
   }],
@@ -79,9 +80,13 @@ export class StoreReads {
     // a silent miss either way.
     const withoutTimer = `FROM jobs j WHERE j.state = 'active'
       AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_seq = j.job_seq)`;
-    this.selectJobsWithoutTimer = db.prepare(
-      `SELECT j.*, NULL AS next_fire_at, NULL AS next_scheduled_at ${withoutTimer} ${boundLimit}`);
     this.countJobsWithoutTimerStatement = db.prepare<[], number>(`SELECT count(*) ${withoutTimer}`).pluck();
+    // The same check over one range of job seqs (a range of the table's rowid), so a caller
+    // can give the event loop a turn between ranges.
+    this.selectJobsWithoutTimerIn = db.prepare(`SELECT j.*, NULL AS next_fire_at, NULL AS next_scheduled_at
+      FROM jobs j WHERE j.job_seq > ? AND j.job_seq <= ? AND j.state = 'active'
+        AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_seq = j.job_seq) LIMIT ?`);
+    this.selectLastJobSeq = db.prepare<[], number | null>('SELECT max(job_seq) FROM jobs').pluck();
     // A scan of the active jobs, like the timer check above, once per reconciler pass; each
     // job with a switch looks up its latest success on runs_job_history (job_seq, scheduled_at)
     // from the newest run back, which finds it at once for a job that usually succeeds.
@@ -179,8 +184,13 @@ export class StoreReads {
     return rows.map(loadedTimerFromRow);
   }
 
-  findJobsWithoutTimer(limit: number): JobRecord[] {
-    return this.selectJobsWithoutTimer.all(limit).map(jobFromRow);
+  /** `findJobsWithoutTimer` over the jobs with `afterSeq < job_seq <= uptoSeq`. */
+  findJobsWithoutTimerIn(afterSeq: number, uptoSeq: number, limit: number): JobRecord[] {
+    return this.selectJobsWithoutTimerIn.all(afterSeq, uptoSeq, limit).map(jobFromRow);
+  }
+
+  lastJobSeq(): number {
+    return this.selectLastJobSeq.get() ?? 0;
   }
 
   countJobsWithoutTimer(): number {
