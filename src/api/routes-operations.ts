@@ -52,11 +52,12 @@ export function registerOperationRoutes(app: App, context: ApiContext): void {
     return { now: iso(nowMs) };
   });
 
-  app.get('/', { config: { doc: { summary: 'the run-history page', answers: { 200: { contentType: 'text/html' } } } } },
+  app.get('/', { config: { doc: { summary: 'the run-history page, silent jobs first', answers: { 200: { contentType: 'text/html' } } } } },
     async (request, reply) => {
       const scope = scopeOf(callerOf(request), undefined);
       const page = await context.runs.list({ team: scope, limit: uiRunsMax });
-      return reply.type('text/html; charset=utf-8').send(renderRunHistory(page.items, deps.clock.nowMs()));
+      const silent = await context.jobs.silent(scope, uiRunsMax);
+      return reply.type('text/html; charset=utf-8').send(renderRunHistory(page.items, silent.items, deps.clock.nowMs()));
     });
 }
 

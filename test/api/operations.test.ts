@@ -59,7 +59,7 @@ describe('operations', () => {
       ['/v1/jobs', 'post'], ['/v1/jobs', 'get'], ['/v1/jobs', 'delete'], ['/v1/jobs:batch', 'post'], ['/v1/jobs:cancel', 'post'],
       ['/v1/jobs/{job_id}', 'get'], ['/v1/jobs/{job_id}', 'patch'], ['/v1/jobs/{job_id}', 'delete'],
       ['/v1/jobs/{job_id}/pause', 'post'], ['/v1/jobs/{job_id}/resume', 'post'], ['/v1/jobs/{job_id}/trigger', 'post'],
-      ['/v1/jobs/{job_id}/runs', 'get'], ['/v1/schedules/preview', 'get'],
+      ['/v1/jobs/{job_id}/runs', 'get'], ['/v1/schedules/preview', 'get'], ['/v1/jobs:silent', 'get'],
       ['/v1/runs', 'get'], ['/v1/runs/{run_id}', 'get'], ['/v1/dlq', 'get'], ['/v1/runs/{run_id}/replay', 'post'],
       ['/v1/workers/lease', 'post'], ['/v1/runs/{run_id}/heartbeat', 'post'], ['/v1/runs/{run_id}/complete', 'post'],
       ['/metrics', 'get'], ['/healthz', 'get'], ['/readyz', 'get'], ['/v1/clock', 'get'], ['/v1/clock/advance', 'post'], ['/', 'get'],
@@ -89,6 +89,19 @@ describe('operations', () => {
     assert.ok(page.text.includes('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;'));
     assert.ok(!page.text.includes('<script>'));
     assert.match(page.text, /<td>dead<\/td>/);
+    assert.ok(page.text.includes('No job is past its <code>max_silence_s</code>.'));
+  });
+
+  it('lists the silent jobs above the runs, escaped', async () => {
+    const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool: 'ui', key: '<b>nightly</b>', max_silence_s: 60 }) });
+    assert.equal(created.status, 201);
+    await h.clock.advance(60_000);
+    const page = await h.call('GET', '/');
+    const silentAt = page.text.indexOf('<h1>Silent jobs</h1>');
+    assert.ok(silentAt >= 0 && silentAt < page.text.indexOf('<h1>Run history</h1>'));
+    assert.ok(page.text.includes(created.json.job_id));
+    assert.ok(page.text.includes('&lt;b&gt;nightly&lt;/b&gt;') && !page.text.includes('<b>nightly'));
+    assert.ok(page.text.includes('<td>never</td>'));
   });
 });
 
