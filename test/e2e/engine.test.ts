@@ -290,3 +290,42 @@ test('acknowledged creates, cancels and completions survive kill -9 (invariant 5
     data.remove();
   }
 });
+
+test('the dead man\'s switch flags a job that keeps failing and clears once it succeeds', async () => {
+  await withServer(async (server, client) => {
+    const job = await client.createJob({
+      schedule: { cron: '* * * * *', tz: 'UTC' }, pool: 'dms', max_silence_s: 120, tolerance_s: 0,
+      retry: { max_attempts: 1, base_s: 10, max_s: 60 },
+    });
+    const finishNext = async (status: 'failed' | 'succeeded'): Promise<void> => {
+      const [run] = (await client.leaseRuns({ pool: 'dms', max: 1, wait_s: 0 })).runs;
+      assert.ok(run !== undefined, 'a run is ready');
+      await client.completeRun(run.run_id, { fencing_token: run.fencing_token, status, error: status === 'failed' ? 'boom' : null });
+    };
+    const silentGauge = async (): Promise<string | undefined> => {
+      const text = await (await fetch(`${server.url}/metrics`)).text();
+      return text.split('\n').find((line) => line.startsWith('tickler_jobs_silent{'));
+    };
+    await client.advanceClock(60);
+    await finishNext('failed');
+    await client.advanceClock(60);
+    await finishNext('failed');
+    assert.deepEqual((await client.listSilentJobs()).items.map((item) => item.job.job_id), [job.job_id],
+      'two minutes without a success, from its creation');
+    await client.advanceClock(60);
+    assert.equal(await silentGauge(), 'tickler_jobs_silent{team="default"} 1', 'the reconciler\'s pass counted it');
+    const [silent] = (await client.listSilentJobs()).items;
+    assert.deepEqual([silent?.last_success_at, silent?.silent_since], [null, at(120_000)]);
+
+    await finishNext('succeeded');
+    assert.deepEqual((await client.listSilentJobs()).items, [], 'a success clears it at once');
+    await client.advanceClock(60);
+    assert.equal(await silentGauge(), undefined, 'and the next pass drops it from the gauge');
+    await finishNext('failed');
+    await client.advanceClock(60);
+    await finishNext('failed');
+    const [again] = (await client.listSilentJobs({ limit: 1 })).items;
+    assert.equal(again?.job.job_id, job.job_id, 'silent again two minutes after its last success');
+    assert.equal(again.silent_since, new Date(Date.parse(again.last_success_at!) + 120_000).toISOString());
+  });
+});
