@@ -58,6 +58,29 @@ void describe('postgres store', { skip: skip ?? false }, () => {
     }
   });
 
+  void it('upgrades a version 5 database: max_silence_s is filled from each job\'s spec, so its jobs are watched', async () => {
+    const schema = freshSchemaName();
+    try {
+      const store = await openPostgresStore({ url: testPgUrl, schema, useDatabaseClock: false, poolSize: 2 });
+      const watched = await createJob(store, { spec: { max_silence_s: 60 } });
+      await createJob(store, { spec: { max_silence_s: null } });
+      // Back to version 5 as a version 5 build left it: no column, no index.
+      await store.pool.query('DROP INDEX jobs_watched');
+      await store.pool.query('ALTER TABLE jobs DROP COLUMN max_silence_s');
+      await store.pool.query('DELETE FROM tickler_migrations WHERE version = 6');
+      await store.close();
+      const upgraded = await openPostgresStore({ url: testPgUrl, schema, useDatabaseClock: false, poolSize: 2 });
+      try {
+        const silent = await upgraded.findSilentJobs(null, t0Ms + minuteMs, 10);
+        assert.deepEqual(silent.map((entry) => entry.job.jobId), [watched.jobId]);
+      } finally {
+        await upgraded.close();
+      }
+    } finally {
+      await dropSchema(schema);
+    }
+  });
+
   void it('upgrades a version 2 database: active runs are queued in active_runs, timerless jobs still found', async () => {
     const schema = freshSchemaName();
     const client = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });

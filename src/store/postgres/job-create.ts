@@ -102,9 +102,10 @@ function insertJobBatch(transaction: Transaction, items: readonly Prepared[], co
   const jobs = items.map((item) => item.job);
   return transaction.query<{ job_id: string }>(
     `INSERT INTO jobs (job_id, team, key, state, pool, spec, request_hash, shard, version, timer_id,
-                       next_fire_at, next_scheduled_at, created_at, updated_at)
+                       next_fire_at, next_scheduled_at, created_at, updated_at, max_silence_s)
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::json[], $7::text[],
-                          $8::int[], $9::int[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[])
+                          $8::int[], $9::int[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[],
+                          $15::int[])
      ${conflictClause}`,
     [
       textArray(jobs.map((job) => job.jobId)),
@@ -121,6 +122,7 @@ function insertJobBatch(transaction: Transaction, items: readonly Prepared[], co
       numberArray(jobs.map((job) => job.nextScheduledAtMs)),
       numberArray(jobs.map((job) => job.createdAtMs)),
       numberArray(jobs.map((job) => job.updatedAtMs)),
+      numberArray(jobs.map((job) => job.spec.max_silence_s)),
     ]);
 }
 

@@ -91,10 +91,10 @@ export function changeJob(context: StoreContext, change: JobChange): Promise<Job
     try {
       updated = await tx.query<JobRow>(
         `UPDATE jobs SET spec = $2::json, key = $3, pool = $4, request_hash = $5, state = $6, version = $7,
-                         timer_id = $8, next_fire_at = $9, next_scheduled_at = $10, updated_at = $11
+                         timer_id = $8, next_fire_at = $9, next_scheduled_at = $10, updated_at = $11, max_silence_s = $12
           WHERE job_id = $1 RETURNING ${jobColumns}`,
         [row.job_id, jsonParam(spec), spec.key, spec.pool, change.requestHash ?? row.request_hash, state, version,
-          timerId, nextFireAtMs, nextScheduledAtMs, change.nowMs]);
+          timerId, nextFireAtMs, nextScheduledAtMs, change.nowMs, spec.max_silence_s]);
     } catch (error) {
       if ((error as { code?: unknown }).code === '23505') {
         throw new TicklerError('key_conflict', 'another job of this team already has this key', { field: 'key', cause: error });

@@ -185,10 +185,16 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
     statements: ['ALTER TABLE active_runs SET (fillfactor = 50)'],
   },
   {
-    // The jobs the dead man's switch watches (timers.ts findSilentJobs names this predicate),
-    // so the reconciler's pass reads them instead of scanning every job each minute.
+    // The jobs the dead man's switch watches, so the reconciler's pass (timers.ts
+    // findSilentJobs) reads them instead of scanning every job each minute. A column the
+    // writes set, with statistics: on a partial index over (spec->>'max_silence_s') the
+    // planner guessed 99.5 % of jobs watched and scanned the table (50,000 jobs, 100 watched).
     version: 6,
-    statements: [`CREATE INDEX jobs_watched ON jobs (job_id) WHERE (spec->>'max_silence_s') IS NOT NULL`],
+    statements: [
+      'ALTER TABLE jobs ADD COLUMN max_silence_s integer',
+      `UPDATE jobs SET max_silence_s = (spec->>'max_silence_s')::integer WHERE spec->>'max_silence_s' IS NOT NULL`,
+      'CREATE INDEX jobs_watched ON jobs (job_id) WHERE max_silence_s IS NOT NULL',
+    ],
   },
 ];
 

@@ -84,8 +84,7 @@ export function repairJobTimer(context: StoreContext, jobId: string, expectedVer
  */
 export async function findSilentJobs(context: StoreContext, team: string | null, nowMs: number, limit: number,
   after: SilentJobsCursor | undefined): Promise<SilentJob[]> {
-  const silentSince = `greatest(coalesce(s.last_success_at, j.updated_at), j.updated_at)
-    + (j.spec->>'max_silence_s')::bigint * 1000`;
+  const silentSince = `greatest(coalesce(s.last_success_at, j.updated_at), j.updated_at) + j.max_silence_s::bigint * 1000`;
   const result = await query<JobRow & { last_success_at: string | number | null; silent_since: string | number }>(
     context, 'findSilentJobs',
     `SELECT ${jobColumns.split(',').map((column) => `j.${column.trim()}`).join(', ')},
@@ -95,7 +94,7 @@ export async function findSilentJobs(context: StoreContext, team: string | null,
          SELECT r.finished_at AS last_success_at FROM runs r
           WHERE r.job_id = j.job_id AND r.status = 'succeeded'
           ORDER BY r.scheduled_at DESC, r.run_id DESC LIMIT 1) s ON true
-      WHERE j.state = 'active' AND j.spec->>'max_silence_s' IS NOT NULL AND ($1::text IS NULL OR j.team = $1)
+      WHERE j.max_silence_s IS NOT NULL AND j.state = 'active' AND ($1::text IS NULL OR j.team = $1)
         AND ${silentSince} <= $2
         AND ($4::bigint IS NULL OR (${silentSince}, j.job_id) > ($4::bigint, $5::text))
       ORDER BY silent_since, j.job_id LIMIT $3`,
