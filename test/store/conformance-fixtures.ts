@@ -136,3 +136,17 @@ export async function withStore(open: OpenStore, body: (store: Store, handle: St
     await handle.cleanup();
   }
 }
+
+/**
+ * Opens an upgraded store and checks that exactly `watchedJobId` is silent a minute after t0
+ * (the schema upgrade that adds the dead man's switch's column fills it), then closes it.
+ */
+export async function assertOnlyWatchedAfterUpgrade(open: () => Promise<Store>, watchedJobId: string): Promise<void> {
+  const upgraded = await open();
+  try {
+    const silent = await upgraded.findSilentJobs(null, t0Ms + minuteMs, 10);
+    assert.deepEqual(silent.map((entry) => entry.job.jobId), [watchedJobId]);
+  } finally {
+    await upgraded.close();
+  }
+}

@@ -12,7 +12,7 @@ import type { JobRecord } from '../../src/domain/types.js';
 import { openSqliteStore } from '../../src/store/sqlite/index.js';
 import { migrate, schemaVersion } from '../../src/store/sqlite/schema.js';
 import type { CreateJobInput, LoadedTimer } from '../../src/store/store.js';
-import { createJob, dispatchItem, jobRecord, jobSpec, minuteMs, ownShard, t0Ms, timerAt } from './conformance-fixtures.js';
+import { assertOnlyWatchedAfterUpgrade, createJob, dispatchItem, jobRecord, jobSpec, minuteMs, ownShard, t0Ms, timerAt } from './conformance-fixtures.js';
 
 async function tempDatabasePath(): Promise<{ path: string; removeDirectory(): Promise<void> }> {
   const directory = await mkdtemp(join(tmpdir(), 'tickler-sqlite-v4-'));
@@ -185,13 +185,7 @@ void describe('sqlite schema v5: the dead man\'s switch column', () => {
       raw.exec('DROP INDEX jobs_watched; ALTER TABLE jobs DROP COLUMN max_silence_s;');
       raw.pragma('user_version = 4');
       raw.close();
-      const upgraded = await openSqliteStore({ path });
-      try {
-        const silent = await upgraded.findSilentJobs(null, t0Ms + minuteMs, 10);
-        assert.deepEqual(silent.map((entry) => entry.job.jobId), [watched.jobId]);
-      } finally {
-        await upgraded.close();
-      }
+      await assertOnlyWatchedAfterUpgrade(() => openSqliteStore({ path }), watched.jobId);
     } finally {
       await rm(directory, { recursive: true, force: true });
     }
