@@ -11,9 +11,10 @@ import { newJobId, sha256Hex, shardOf } from '../domain/identity.js';
 import { compileSchedule } from '../domain/schedule.js';
 import { firstTimer } from '../domain/firing-plan.js';
 import type {
-  CreateJobInput, JobChange, JobListFilter, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite,
+  CreateJobInput, JobChange, JobListFilter, SilentJob, Store, TeamScope, TimerWrite,
 } from '../store/store.js';
 import type { JobCreateBody, JobPatchBody } from '../api/schemas.js';
+import { decodeCursor, encodeCursor } from '../store/cursor.js';
 import { specFromCreate, specFromPatch, type SpecContext } from './job-spec.js';
 
 export interface JobServiceDeps {
@@ -165,12 +166,13 @@ export class JobService {
    * a page of `limit` after `cursor` (an opaque text from the previous page).
    */
   async silent(scope: TeamScope, limit: number, cursor?: string): Promise<Page<SilentJob>> {
-    const after = cursor === undefined ? undefined : silentCursorOf(cursor);
+    const key = cursor === undefined ? undefined : decodeCursor(cursor);
+    const after = key === undefined ? undefined : { silentSinceMs: key.timeMs, jobId: key.id };
     const found = await this.deps.store.findSilentJobs(scope, this.deps.clock.nowMs(), limit + 1, after);
     const items = found.slice(0, limit);
     const last = items.at(-1);
     const nextCursor = found.length > limit && last !== undefined
-      ? Buffer.from(JSON.stringify([last.silentSinceMs, last.job.jobId])).toString('base64url')
+      ? encodeCursor(last.silentSinceMs, last.job.jobId)
       : null;
     return { items, nextCursor };
   }
@@ -275,18 +277,4 @@ function describe(job: JobRecord): string {
 export function notFound(noun: string, id: string): TicklerError {
   // Ids may be hostile (NUL, newlines, 10 kB): quote and cut them before they reach a message.
   return new TicklerError('not_found', `no ${noun} ${JSON.stringify(id.slice(0, 80))}`);
-}
-
-/** The key a silent-jobs cursor carries; anything else is a client's mistake. */
-function silentCursorOf(cursor: string): SilentJobsCursor {
-  let key: unknown;
-  try {
-    key = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    key = null;
-  }
-  if (!Array.isArray(key) || key.length !== 2 || !Number.isSafeInteger(key[0]) || typeof key[1] !== 'string') {
-    throw new TicklerError('invalid_request', 'cursor is not one this list answered', { field: 'cursor' });
-  }
-  return { silentSinceMs: key[0] as number, jobId: key[1] };
 }

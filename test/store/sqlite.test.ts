@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { TicklerError } from '../../src/errors.js';
 import { openSqliteStore } from '../../src/store/sqlite/index.js';
-import { encodeCursor } from '../../src/store/sqlite/rows.js';
+import { encodeCursor } from '../../src/store/cursor.js';
 import { migrate, schemaVersion } from '../../src/store/sqlite/schema.js';
 import { runIdOf } from '../../src/domain/identity.js';
 import type { DispatchLeaseClaim, LeasedRun } from '../../src/store/store.js';

@@ -5,8 +5,9 @@
 import type { Page, RunRecord } from '../../domain/types.js';
 import type { ReplayOutcome, RunListFilter, RunWithEvents, TeamScope } from '../store.js';
 import { query, transaction, type StoreContext } from './context.js';
+import { decodeCursor, encodeCursor } from '../cursor.js';
 import {
-  decodeCursor, encodeCursor, runColumns, runEventFromRow, runFromRow, type RunEventRow, type RunRow,
+  runColumns, runEventFromRow, runFromRow, type RunEventRow, type RunRow,
 } from './rows.js';
 import { appendEvents } from './writes.js';
 

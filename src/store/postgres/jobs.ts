@@ -10,8 +10,9 @@ import { TicklerError } from '../../errors.js';
 import type { JobChange, JobChangeOutcome, JobListFilter, TeamScope } from '../store.js';
 import type { Transaction } from './connection.js';
 import { query, transaction, type StoreContext } from './context.js';
+import { decodeCursor, encodeCursor } from '../cursor.js';
 import {
-  decodeCursor, encodeCursor, jobColumns, jobFromRow, jsonParam, runColumns, runFromRow, type JobRow, type RunRow,
+  jobColumns, jobFromRow, jsonParam, runColumns, runFromRow, type JobRow, type RunRow,
 } from './rows.js';
 import { appendEvents, collectNearTimer, deleteTimers, insertRuns, insertTimers, newTimerId } from './writes.js';
 

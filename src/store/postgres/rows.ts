@@ -5,7 +5,6 @@
  */
 import type { JobRecord, JobSpec, JobState, Lane, RunEvent, RunRecord, RunStatus } from '../../domain/types.js';
 import type { LoadedTimer } from '../store.js';
-import { TicklerError } from '../../errors.js';
 
 export const jobColumns = `job_id, team, state, spec, request_hash, shard, version, timer_id,
   next_fire_at, next_scheduled_at, created_at, updated_at`;
@@ -133,24 +132,6 @@ export function loadedTimerFromRow(row: LoadedTimerRow): LoadedTimer {
     jobVersion: row.version,
     spec: row.spec,
   };
-}
-
-/** Keyset cursors: opaque base64url of `[timeMs, id]`. */
-export function encodeCursor(timeMs: number, id: string): string {
-  return Buffer.from(JSON.stringify([timeMs, id]), 'utf8').toString('base64url');
-}
-
-export function decodeCursor(cursor: string): { timeMs: number; id: string } {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch (error) {
-    throw new TicklerError('invalid_request', 'cursor is not one this server issued', { field: 'cursor', cause: error });
-  }
-  if (!Array.isArray(parsed) || parsed.length !== 2 || !Number.isSafeInteger(parsed[0]) || typeof parsed[1] !== 'string') {
-    throw new TicklerError('invalid_request', 'cursor is not one this server issued', { field: 'cursor' });
-  }
-  return { timeMs: parsed[0] as number, id: parsed[1] };
 }
 
 /** Serialises a JSON value for a `json` parameter; `undefined` becomes SQL NULL. */

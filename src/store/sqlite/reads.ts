@@ -7,16 +7,16 @@ import assert from 'node:assert/strict';
 import type Database from 'better-sqlite3';
 import { laneOrder } from '../store.js';
 import { shardCount } from '../../limits.js';
-import { TicklerError } from '../../errors.js';
 import { runStatuses, type JobRecord, type Page, type RunRecord } from '../../domain/types.js';
 import type {
   JobListFilter, LoadTimersQuery, LoadedTimer, RunListFilter, RunWithEvents, SilentJob, SilentJobsCursor, TeamScope,
 } from '../store.js';
 import {
-  decodeCursor, encodeCursor, jobFromRow, jobSelectSql, loadedTimerFromRow, parseDecimalId, runEventFromRow, runFromRow,
+  jobFromRow, jobSelectSql, loadedTimerFromRow, parseDecimalId, runEventFromRow, runFromRow,
   type JobRow, type RunEventRow, type RunRow, type TimerWithJobRow,
 } from './rows.js';
 import { boundLimit } from './tables.js';
+import { decodeCursor, encodeCursor } from '../cursor.js';
 
 type Param = string | number | null;
 
@@ -44,12 +44,6 @@ class StatementCache {
  */
 function rowidOfCursor(selectRowidById: string): string {
   return `coalesce((${selectRowidById}), -1)`;
-}
-
-function cursorOrThrow(cursor: string): { sortMs: number; id: string } {
-  const decoded = decodeCursor(cursor);
-  if (decoded === null) throw new TicklerError('invalid_request', 'cursor is not one this server issued', { field: 'cursor' });
-  return decoded;
 }
 
 export class StoreReads {
@@ -141,9 +135,9 @@ export class StoreReads {
       }
     }
     if (filter.cursor !== undefined) {
-      const cursor = cursorOrThrow(filter.cursor);
+      const cursor = decodeCursor(filter.cursor);
       where.push(`(j.created_at, j.rowid) < (?, ${rowidOfCursor('SELECT rowid FROM jobs WHERE job_id = ?')})`);
-      params.push(cursor.sortMs, cursor.id);
+      params.push(cursor.timeMs, cursor.id);
     }
     // Ties on created_at fall to the rowid (insertion order), which ends the (team,
     // created_at) and (created_at) indexes: read backwards, they answer in this order.
@@ -233,9 +227,9 @@ export class StoreReads {
     if (filter.sinceMs !== undefined) { where.push('scheduled_at >= ?'); params.push(filter.sinceMs); }
     if (filter.untilMs !== undefined) { where.push('scheduled_at < ?'); params.push(filter.untilMs); }
     if (filter.cursor !== undefined) {
-      const cursor = cursorOrThrow(filter.cursor);
+      const cursor = decodeCursor(filter.cursor);
       where.push(`(scheduled_at, run_seq) < (?, ${rowidOfCursor('SELECT run_seq FROM runs WHERE run_id = ?')})`);
-      params.push(cursor.sortMs, cursor.id);
+      params.push(cursor.timeMs, cursor.id);
     }
     // Ties on scheduled_at (a herd's runs all share it) fall to run_seq, dispatch order, which
     // ends the history indexes: read backwards, they answer in this order.

@@ -186,21 +186,3 @@ export function parseDecimalId(text: string): number | null {
   return Number.isSafeInteger(value) ? value : null;
 }
 
-/** Opaque list cursors: base64url of a JSON pair (sort time, id). */
-export function encodeCursor(sortMs: number, id: string): string {
-  return Buffer.from(JSON.stringify([sortMs, id]), 'utf8').toString('base64url');
-}
-
-/** Answers null for a cursor this store did not make; callers treat that as bad input. */
-export function decodeCursor(cursor: string): { sortMs: number; id: string } | null {
-  try {
-    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (Array.isArray(value) && value.length === 2 && Number.isSafeInteger(value[0]) && typeof value[1] === 'string') {
-      return { sortMs: value[0] as number, id: value[1] };
-    }
-    return null;
-  } catch (error) {
-    if (error instanceof SyntaxError) return null;
-    throw error;
-  }
-}
