@@ -78,9 +78,9 @@ export function repairJobTimer(context: StoreContext, jobId: string, expectedVer
 }
 
 /**
- * Active jobs with `max_silence_s` silent at `nowMs` (store.ts `SilentJob`): a scan of the
- * active jobs per reconciler pass, as for the timer check, and for each job with a switch its
- * latest success read from runs_job (job_id, scheduled_at DESC) newest first.
+ * Active jobs with `max_silence_s` silent at `nowMs` (store.ts `SilentJob`): the watched jobs
+ * through jobs_watched (schema v6), and for each its latest success read from runs_job
+ * (job_id, scheduled_at DESC) newest first.
  */
 export async function findSilentJobs(context: StoreContext, team: string | null, nowMs: number, limit: number,
   after: SilentJobsCursor | undefined): Promise<SilentJob[]> {

@@ -81,9 +81,9 @@ export class StoreReads {
       FROM jobs j WHERE j.job_seq > ? AND j.job_seq <= ? AND j.state = 'active'
         AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.job_seq = j.job_seq) LIMIT ?`);
     this.selectLastJobSeq = db.prepare<[], number | null>('SELECT max(job_seq) FROM jobs').pluck();
-    // A scan of the active jobs, like the timer check above, once per reconciler pass; each
-    // job with a switch looks up its latest success on runs_job_history (job_seq, scheduled_at)
-    // from the newest run back, which finds it at once for a job that usually succeeds.
+    // Only the watched jobs, through jobs_watched (schema v5), once per reconciler pass; each
+    // looks up its latest success on runs_job_history (job_seq, scheduled_at) from the newest
+    // run back, which finds it at once for a job that usually succeeds.
     this.selectSilentJobs = db.prepare(`
       SELECT * FROM (
         SELECT *, max(coalesce(last_success_at, updated_at), updated_at) + max_silence_s * 1000 AS silent_since
