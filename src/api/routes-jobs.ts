@@ -76,7 +76,7 @@ function registerCreateRoutes(app: App, { jobs }: ApiContext): void {
         invalid.push({ kind: 'error', error: schemaIssueToError(checkCreateBody.Errors(item)) });
       }
     });
-    const prepared = jobs.prepareCreates(team, valid);
+    const prepared = jobs.prepareCreates(team, valid, request.body.answer === 'id' ? 'id' : 'job');
     const committing = jobs.commitCreates(prepared);
     // `answer: "id"` leaves the job out of each accepted item: a bulk load that needs only the
     // ids is spared building, sending and parsing ~500 bytes of job per item.

@@ -15,6 +15,7 @@ import type {
 } from '../store/store.js';
 import type { JobCreateBody, JobPatchBody } from '../api/schemas.js';
 import { decodeCursor, encodeCursor } from '../store/cursor.js';
+import { specJsonOf } from '../domain/spec-json.js';
 import { specFromCreate, specFromPatch, type SpecContext } from './job-spec.js';
 
 export interface JobServiceDeps {
@@ -66,8 +67,13 @@ export class JobService {
     return this.commitCreates(this.prepareCreates(team, items));
   }
 
-  /** `create` up to the store: each item checked and its job built, or its error. */
-  prepareCreates(team: string, items: readonly CreateItem[]): PreparedCreates {
+  /**
+   * `create` up to the store: each item checked and its job built, or its error. With
+   * `answer: "job"` (the default) each spec's text is made and remembered now, once for the
+   * store's write and the answer both; with `"id"` the store makes it and forgets it
+   * (`specJsonForWrite`).
+   */
+  prepareCreates(team: string, items: readonly CreateItem[], answer: 'job' | 'id' = 'job'): PreparedCreates {
     const nowMs = this.deps.clock.nowMs();
     const results: (CreateResult | null)[] = [];
     const inputs: CreateJobInput[] = [];
@@ -82,6 +88,7 @@ export class JobService {
         results.push({ kind: 'error', error });
       }
     }
+    if (answer === 'job') for (const input of inputs) specJsonOf(input.job.spec);
     return { nowMs, results, inputs, inputIndexes };
   }
 

@@ -11,7 +11,8 @@ import type { JobRecord } from '../../domain/types.js';
 import type { CreateJobInput, CreateJobOutcome } from '../store.js';
 import { numberArray, textArray } from './array-literals.js';
 import type { Transaction } from './connection.js';
-import { jobColumns, jobFromRow, jsonParam, type JobRow } from './rows.js';
+import { specJsonForWrite } from '../../domain/spec-json.js';
+import { jobColumns, jobFromRow, type JobRow } from './rows.js';
 import { collectNearTimer, insertTimers, newTimerId, type NewTimer } from './writes.js';
 
 export interface CreateItem {
@@ -113,7 +114,7 @@ function insertJobBatch(transaction: Transaction, items: readonly Prepared[], co
       textArray(jobs.map((job) => job.spec.key)),
       textArray(jobs.map((job) => job.state)),
       textArray(jobs.map((job) => job.spec.pool)),
-      textArray(jobs.map((job) => jsonParam(job.spec))),
+      textArray(jobs.map((job) => specJsonForWrite(job.spec))),
       textArray(jobs.map((job) => job.requestHash)),
       numberArray(jobs.map((job) => job.shard)),
       numberArray(jobs.map((job) => job.version)),

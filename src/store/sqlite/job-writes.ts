@@ -6,7 +6,7 @@
  */
 import type Database from 'better-sqlite3';
 import { bucketOf, runIdOf } from '../../domain/identity.js';
-import { specJsonOf } from '../../domain/spec-json.js';
+import { specJsonForWrite } from '../../domain/spec-json.js';
 import type { JobRecord, RunRecord } from '../../domain/types.js';
 import type {
   CreateJobInput, CreateJobOutcome, JobChange, JobChangeOutcome, LoadedTimer, TeamScope, TimerWrite,
@@ -176,7 +176,7 @@ export class JobWrites {
       }
     }
     const jobSeq = this.nextJobSeq++;
-    this.jobRows.add(jobSeq, job.jobId, job.team, key, job.spec.pool, job.state, specJsonOf(job.spec), job.requestHash,
+    this.jobRows.add(jobSeq, job.jobId, job.team, key, job.spec.pool, job.state, specJsonForWrite(job.spec), job.requestHash,
       job.shard, job.version, job.createdAtMs, job.updatedAtMs, job.spec.max_silence_s);
     if (timer !== null) {
       if (timer.fireAtMs < nearEndMs) {
