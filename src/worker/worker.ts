@@ -1,13 +1,17 @@
 /**
- * The worker loop: one outstanding long-poll `POST /v1/workers/lease` for as many runs as
- * there are free slots, re-issued the moment it answers, so a run that becomes ready is
- * handed over within one round trip rather than a polling interval. The loop sleeps only
- * after an error (exponential backoff with jitter), while every slot is busy (until one
- * frees), and while fewer than a quarter of the slots are free and some handler is still
- * running: then it lingers up to `leaseLingerMs` for more to free, so a worker whose
- * handlers end one at a time leases a batch per request, not one run per request (each a
- * round trip and a store transaction). An idle worker has every slot free and never
- * lingers. Each leased run becomes a `RunAttempt` (heartbeats, handler, completion).
+ * The worker loop: long-poll `POST /v1/workers/lease` requests for as many runs as there are
+ * free slots, re-issued the moment one answers, so a run that becomes ready is handed over
+ * within one round trip rather than a polling interval. While the pool is drained (the last
+ * lease answered with fewer runs than it asked for) up to `longPolls` requests stay parked
+ * at once, splitting the free slots, so a run made ready while one answer travels back finds
+ * another request waiting; while leases come back full, one request at a time asks for every
+ * free slot, as one batch. The loop sleeps only after an error (exponential backoff with
+ * jitter), while every slot is busy or asked for (until one frees), and while fewer than a
+ * quarter of the slots are free and some handler is still running: then it lingers up to
+ * `leaseLingerMs` for more to free, so a worker whose handlers end one at a time leases a
+ * batch per request, not one run per request (each a round trip and a store transaction).
+ * An idle worker has every slot free and never lingers. Each leased run becomes a
+ * `RunAttempt` (heartbeats, handler, completion).
  *
  * With `prefetch`, the worker also leases runs ahead of free slots and holds them (with
  * heartbeats) until a slot frees.
@@ -50,6 +54,14 @@ export interface WorkerOptions {
   leaseS?: number;
   /** Long-poll wait per lease request; default 20. */
   waitS?: number;
+  /**
+   * Lease requests kept parked at the server at once while the pool is drained (the last
+   * lease answered short), splitting the free slots between them: a run that becomes ready
+   * while one request's answer is on its way back finds the other still parked, instead of
+   * waiting for the next request to arrive. Once leases come back full, one request at a
+   * time asks for every free slot. Default 2; 1 keeps one long-poll, as before.
+   */
+  longPolls?: number;
   workerId?: string;
   logger?: WorkerLogger;
   /** After `stop()` waited this long for in-flight handlers, their signals abort. Default: wait. */
@@ -88,6 +100,13 @@ const waitSecondsDefault = 20;
  */
 export const unacknowledgedCompletionsPerSlot = 4;
 const leaseLingerMsDefault = 5;
+/**
+ * Two parked long-polls: on bench:peers W2's shape (bench/lag-stages.ts, 2,000 timers a
+ * second) dispatch -> lease p99 went from 1-3 ms to 0-1 ms and fire -> handler p99 from 4-5
+ * to 3-4 ms; see docs/benchmarks.md.
+ */
+const longPollsDefault = 2;
+const longPollsMax = 8;
 const errorBackoffMsBase = 100;
 /**
  * 2 s, as ioredis reconnects (BullMQ's workers): a worker must find a restarted server within
@@ -126,6 +145,15 @@ class PullWorker implements Worker {
   private readonly prefetch: number;
   private readonly completions: CompletionBatcher;
   private readonly heartbeats: HeartbeatBatcher;
+  private readonly longPolls: number;
+  /** Lease requests in flight, and the slots they asked for. */
+  private readonly leases = new Set<Promise<void>>();
+  private slotsAsked = 0;
+  /** The last lease answered with fewer runs than it asked for (the pool had no more), or none has yet. */
+  private poolDrained = true;
+  private consecutiveErrors = 0;
+  /** After a failed lease, no request before this (on the clock). */
+  private backoffEndMs = Number.NEGATIVE_INFINITY;
   private state: WorkerState = 'created';
   private leaseController = new AbortController();
   /** Resolves whatever the loop is waiting on (a free slot, a backoff) so it looks at state again. */
@@ -151,6 +179,11 @@ class PullWorker implements Worker {
       throw new RangeError(`prefetch must be an integer within 0..${leaseBatchMax}, got ${options.prefetch}`);
     }
     this.prefetch = prefetch;
+    const longPolls = options.longPolls ?? longPollsDefault;
+    if (!Number.isInteger(longPolls) || longPolls < 1 || longPolls > longPollsMax) {
+      throw new RangeError(`longPolls must be an integer within 1..${longPollsMax}, got ${options.longPolls}`);
+    }
+    this.longPolls = longPolls;
     if (options.client === undefined && options.baseUrl === undefined) {
       throw new TypeError('createWorker needs a client or a baseUrl');
     }
@@ -219,13 +252,20 @@ class PullWorker implements Worker {
   }
 
   private async leaseLoop(): Promise<void> {
-    let consecutiveErrors = 0;
     const refillSlots = Math.ceil((this.options.concurrency + this.prefetch) / 4);
     const lingerMs = this.options.leaseLingerMs ?? leaseLingerMsDefault;
     let lingerEndMs: number | undefined;
     while (this.state === 'running') {
-      const freeSlots = Math.min(this.freeSlotCount(), leaseBatchMax);
-      if (freeSlots <= 0) {
+      const backoffMs = this.backoffEndMs - this.clock.nowMs();
+      if (backoffMs > 0) {
+        await this.sleepUntilWoken(backoffMs);
+        continue;
+      }
+      const freeSlots = Math.min(this.freeSlotCount() - this.slotsAsked, leaseBatchMax);
+      // A second long-poll only while the pool is drained: in throughput mode one request asks
+      // for every free slot, as one batch.
+      const pollsAllowed = this.poolDrained ? this.longPolls : 1;
+      if (freeSlots <= 0 || this.leases.size >= pollsAllowed) {
         await this.sleepUntilWoken();
         continue;
       }
@@ -238,31 +278,50 @@ class PullWorker implements Worker {
         }
       }
       lingerEndMs = undefined;
-      try {
-        const answer = await this.client.leaseRuns({
-          pool: this.options.pool,
-          max: freeSlots,
-          wait_s: this.waitS,
-          worker_id: this.workerId,
-          ...(this.options.leaseS === undefined ? {} : { lease_s: this.options.leaseS }),
-        }, { signal: this.leaseController.signal });
-        consecutiveErrors = 0;
-        // Runs leased are ours even if a stop began meanwhile: handle them rather than let them expire.
-        for (const run of answer.runs) this.accept(run);
-        // One turn for the handlers just started: short ones settle in it, and the next lease
-        // asks for the slots they freed too. Counted at once, a lease of 100 quick runs left
-        // 50 "running" and the next asked for half (bench:peers W3 with prefetch 50: every
-        // lease 50 runs, 18,142-18,271 runs/s; after the turn 100, 19,896-20,563).
-        if (answer.runs.length > 0) await new Promise((resolve) => setImmediate(resolve));
-      } catch (error) {
-        if (this.state !== 'running') break;
-        consecutiveErrors += 1;
-        const retryAfterS = error instanceof TicklerApiError ? error.retryAfterS : undefined;
-        const delayMs = leaseErrorBackoffMs(consecutiveErrors, this.random, retryAfterS);
-        this.logger.warn({ workerId: this.workerId, consecutiveErrors, delayMs: Math.round(delayMs),
-          error: describe(error) }, 'lease request failed; backing off');
-        await this.sleepUntilWoken(delayMs);
-      }
+      // The first of several parked polls takes its share, so the next has slots to ask for.
+      const openPolls = pollsAllowed - this.leases.size;
+      const max = Math.ceil(freeSlots / openPolls);
+      const lease = this.leaseOnce(max);
+      this.leases.add(lease);
+      void lease.finally(() => {
+        this.leases.delete(lease);
+        this.wakeLoop();
+      });
+    }
+    // Runs answered to a request the stop cut short are still taken (leaseOnce).
+    await Promise.all([...this.leases]);
+  }
+
+  /** One lease request for up to `max` runs; its slots count as asked for until it settles. */
+  private async leaseOnce(max: number): Promise<void> {
+    this.slotsAsked += max;
+    try {
+      const answer = await this.client.leaseRuns({
+        pool: this.options.pool,
+        max,
+        wait_s: this.waitS,
+        worker_id: this.workerId,
+        ...(this.options.leaseS === undefined ? {} : { lease_s: this.options.leaseS }),
+      }, { signal: this.leaseController.signal });
+      this.consecutiveErrors = 0;
+      this.poolDrained = answer.runs.length < max;
+      // Runs leased are ours even if a stop began meanwhile: handle them rather than let them expire.
+      for (const run of answer.runs) this.accept(run);
+      // One turn for the handlers just started: short ones settle in it, and the next lease
+      // asks for the slots they freed too. Counted at once, a lease of 100 quick runs left
+      // 50 "running" and the next asked for half (bench:peers W3 with prefetch 50: every
+      // lease 50 runs, 18,142-18,271 runs/s; after the turn 100, 19,896-20,563).
+      if (answer.runs.length > 0) await new Promise((resolve) => setImmediate(resolve));
+    } catch (error) {
+      if (this.state !== 'running') return;
+      this.consecutiveErrors += 1;
+      const retryAfterS = error instanceof TicklerApiError ? error.retryAfterS : undefined;
+      const delayMs = leaseErrorBackoffMs(this.consecutiveErrors, this.random, retryAfterS);
+      this.backoffEndMs = Math.max(this.backoffEndMs, this.clock.nowMs() + delayMs);
+      this.logger.warn({ workerId: this.workerId, consecutiveErrors: this.consecutiveErrors, delayMs: Math.round(delayMs),
+        error: describe(error) }, 'lease request failed; backing off');
+    } finally {
+      this.slotsAsked -= max;
     }
   }
 

@@ -34,10 +34,11 @@ describe('createWorker batching', () => {
     await server.close();
   });
 
+  // One long-poll: the runs a test offers together arrive in one answer and end together.
   function start(handler: RunHandler, concurrency: number, workerClock: Clock = clock, prefetch = 0): Worker {
     worker = createWorker({
       client: new TicklerClient({ baseUrl: server.url }), pool: 'billing', concurrency, prefetch, handler, leaseS: 3,
-      waitS: 20, workerId: 'w-batch', logger, clock: workerClock, random: () => 0.5,
+      waitS: 20, workerId: 'w-batch', logger, clock: workerClock, random: () => 0.5, longPolls: 1,
     });
     worker.start();
     return worker;

@@ -37,6 +37,7 @@ describe('createWorker', () => {
 
   function start(handler: RunHandler, extra: {
     concurrency?: number; leaseS?: number; stopTimeoutMs?: number; leaseLingerMs?: number; prefetch?: number;
+    longPolls?: number;
   } = {}): Worker {
     worker = createWorker({
       client: new TicklerClient({ baseUrl: server.url, apiKey: 'k-1' }),
@@ -52,6 +53,7 @@ describe('createWorker', () => {
       ...(extra.stopTimeoutMs === undefined ? {} : { stopTimeoutMs: extra.stopTimeoutMs }),
       ...(extra.leaseLingerMs === undefined ? {} : { leaseLingerMs: extra.leaseLingerMs }),
       ...(extra.prefetch === undefined ? {} : { prefetch: extra.prefetch }),
+      ...(extra.longPolls === undefined ? {} : { longPolls: extra.longPolls }),
     });
     worker.start();
     return worker;
@@ -250,12 +252,12 @@ describe('createWorker', () => {
     await running;
   });
 
-  test('leases only as many runs as there are free slots, one long-poll at a time', async () => {
+  test('with longPolls 1, leases only as many runs as there are free slots, one long-poll at a time', async () => {
     const first = controlledHandler();
     const second = controlledHandler();
     const handlers = [first, second];
     let calls = 0;
-    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 2 });
+    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 2, longPolls: 1 });
     await server.next('lease');
     assert.equal(server.leases[0]?.max, 2);
     const secondLease = server.next('lease');
@@ -274,10 +276,59 @@ describe('createWorker', () => {
     second.finish('b');
   });
 
+  test('an idle worker keeps two long-polls parked, each asking for half its free slots', async () => {
+    const handlers = Array.from({ length: 4 }, () => controlledHandler());
+    let calls = 0;
+    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 4 });
+    await server.next('lease');
+    await server.next('lease');
+    assert.deepEqual(server.leases.map((lease) => lease.max), [2, 2]);
+    await clock.advance(0);
+    assert.equal(server.leases.length, 2, 'every free slot is asked for: no third request');
+    // The first request is answered short; the second is still parked, and takes the next
+    // run at once, before any new request reaches the server.
+    const replacement = server.next('lease');
+    server.offer(leasedRun(startMs));
+    await handlers[0]!.started;
+    server.offer(leasedRun(startMs));
+    await handlers[1]!.started;
+    assert.equal(server.leases.length, 2, 'the second run went to the poll already parked');
+    await replacement;
+    assert.equal(server.leases[2]?.max, 1, 'the first answer\'s unused slot is asked for again');
+    for (const handler of handlers) handler.finish('x');
+  });
+
+  test('while leases come back full, one request at a time asks for every free slot', async () => {
+    const handlers = Array.from({ length: 8 }, () => controlledHandler());
+    let calls = 0;
+    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 4 });
+    await server.next('lease');
+    await server.next('lease');
+    server.offer(...Array.from({ length: 4 }, () => leasedRun(startMs)));
+    await Promise.all(handlers.slice(0, 4).map((handler) => handler.started));
+    await clock.advance(0);
+    assert.equal(server.leases.length, 2, 'no lease while every slot is busy');
+    const refill = server.next('lease');
+    for (const handler of handlers.slice(0, 4)) handler.finish('x');
+    await refill;
+    assert.equal(server.leases[2]?.max, 4, 'one request for every free slot, not two halves');
+    server.offer(...Array.from({ length: 4 }, () => leasedRun(startMs)));
+    await Promise.all(handlers.slice(4).map((handler) => handler.started));
+    for (const handler of handlers.slice(4)) handler.finish('y');
+  });
+
+  test('longPolls must be an integer from 1 to 8', () => {
+    for (const longPolls of [0, 9, 1.5]) {
+      assert.throws(() => createWorker({ baseUrl: server.url, pool: 'p', concurrency: 1, handler: () => undefined, longPolls }),
+        RangeError);
+    }
+  });
+
   test('with under a quarter of the slots free, the next lease waits for more to free', async () => {
     const handlers = Array.from({ length: 8 }, () => controlledHandler());
     let calls = 0;
-    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 8, leaseLingerMs: 1_000 });
+    start((run, context) => handlers[calls++]!.handler(run, context),
+      { concurrency: 8, leaseLingerMs: 1_000, longPolls: 1 });
     await server.next('lease');
     server.offer(...handlers.map(() => leasedRun(startMs)));
     await Promise.all(handlers.map((handler) => handler.started));
@@ -294,7 +345,7 @@ describe('createWorker', () => {
   test('the wait for more free slots ends after leaseLingerMs', async () => {
     const handlers = Array.from({ length: 8 }, () => controlledHandler());
     let calls = 0;
-    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 8, leaseLingerMs: 20 });
+    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 8, leaseLingerMs: 20, longPolls: 1 });
     await server.next('lease');
     server.offer(...handlers.map(() => leasedRun(startMs)));
     await Promise.all(handlers.map((handler) => handler.started));
@@ -308,7 +359,7 @@ describe('createWorker', () => {
   test('with prefetch, leases ahead of free slots and starts a held run the moment a slot frees', async () => {
     const handlers = Array.from({ length: 3 }, () => controlledHandler());
     let calls = 0;
-    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 1, prefetch: 2 });
+    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 1, prefetch: 2, longPolls: 1 });
     await server.next('lease');
     assert.equal(server.leases[0]?.max, 3, 'one slot and two prefetch places');
     const runs = [leasedRun(startMs), leasedRun(startMs), leasedRun(startMs)];
@@ -332,10 +383,11 @@ describe('createWorker', () => {
   test('a prefetched run heartbeats while it waits; one whose lease is lost meanwhile never reaches the handler', async () => {
     const handler = controlledHandler();
     const handled: string[] = [];
+    // One long-poll, so both runs arrive in one answer, before the clock moves.
     start((run, context) => {
       handled.push(run.run_id);
       return handler.handler(run, context);
-    }, { concurrency: 1, prefetch: 1, leaseS: 3 });
+    }, { concurrency: 1, prefetch: 1, leaseS: 3, longPolls: 1 });
     await server.next('lease');
     const [running, held] = [leasedRun(startMs), leasedRun(startMs)];
     server.heartbeatAnswer = (runId) => runId === held.run_id

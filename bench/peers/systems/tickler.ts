@@ -54,7 +54,8 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
     this.attached = attached;
     this.settings = `tickler serve defaults (${storeKind === 'sqlite' ? 'embedded SQLite' : 'PostgreSQL 15'}); ` +
       `SDK createWorker, concurrency ${workerConcurrency}, prefetch ${workerConcurrency} (as graphile-worker's local ` +
-      'queue), long-poll wait_s 20, over HTTP; W1 one at a time twice: plain createJob (a POST /v1/jobs each, ' +
+      'queue), long-poll wait_s 20 with two requests parked while the pool is drained (the SDK default, longPolls 2), ' +
+      'over HTTP; W1 one at a time twice: plain createJob (a POST /v1/jobs each, ' +
       'single_per_s) and with TicklerClient coalesceCreates: true and createJobId (concurrent calls share POST /v1/jobs:batch ' +
       'requests answered with ids, single_coalesced_per_s); batches with answer "id" (each item answers its job_id, not the whole job); W5 cancels through TicklerClient coalesceCancels: true (concurrent cancelJob calls share POST /v1/jobs:cancel requests); W6 jobs with overlap allow and tolerance_s 0' +
       (storeKind === 'postgres' ? '; --node-id peers-node, the same across the W8 restart (as the README advises)' : '');
