@@ -1,6 +1,7 @@
-// Schema v4 of the embedded store: a pending timer names its job by the job's seq. A version
-// 3 file's pending timers upgrade in place and fire as they would have; a batch of creates,
-// which writes its jobs and timers in multi-row INSERTs, gives each timer its own job's seq.
+// Schema upgrades of the embedded store. v4: a pending timer names its job by the job's seq;
+// a version 3 file's pending timers upgrade in place and fire as they would have, and a batch
+// of creates, which writes its jobs and timers in multi-row INSERTs, gives each timer its own
+// job's seq. v5: the dead man's switch column. v6: run events without AUTOINCREMENT.
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -12,7 +13,9 @@ import type { JobRecord } from '../../src/domain/types.js';
 import { openSqliteStore } from '../../src/store/sqlite/index.js';
 import { migrate, schemaVersion } from '../../src/store/sqlite/schema.js';
 import type { CreateJobInput, LoadedTimer } from '../../src/store/store.js';
-import { assertOnlyWatchedAfterUpgrade, createJob, dispatchItem, jobRecord, jobSpec, minuteMs, ownShard, t0Ms, timerAt } from './conformance-fixtures.js';
+import {
+  assertOnlyWatchedAfterUpgrade, createJob, dispatchItem, firePending, jobRecord, jobSpec, leaseOne, minuteMs, ownShard, t0Ms, timerAt,
+} from './conformance-fixtures.js';
 
 async function tempDatabasePath(): Promise<{ path: string; removeDirectory(): Promise<void> }> {
   const directory = await mkdtemp(join(tmpdir(), 'tickler-sqlite-v4-'));
@@ -188,6 +191,60 @@ void describe('sqlite schema v5: the dead man\'s switch column', () => {
       await assertOnlyWatchedAfterUpgrade(() => openSqliteStore({ path }), watched.jobId);
     } finally {
       await rm(directory, { recursive: true, force: true });
+    }
+  });
+});
+
+void describe('sqlite schema v6: run events without AUTOINCREMENT', () => {
+  void it('keeps every event and its sequence on upgrade; later events number after them', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    try {
+      let store = await openSqliteStore({ path });
+      const dueMs = t0Ms + minuteMs;
+      const runIds: string[] = [];
+      for (let index = 0; index < 3; index++) {
+        runIds.push((await firePending(store, await createJob(store, { timer: timerAt(dueMs) }), dueMs)).runId);
+      }
+      const leased = (await leaseOne(store, dueMs + 10))!;
+      assert.equal((await store.completeRun({ team: null, runId: leased.runId, fencingToken: leased.fencingToken,
+        status: 'succeeded', error: null, result: null, nowMs: dueMs + 20 })).kind, 'completed');
+      const before = await Promise.all(runIds.map(async (runId) => (await store.getRun(null, runId))!.events));
+      await store.close();
+      // Back to v5 as a v5 build left it: the same events in a table with AUTOINCREMENT.
+      const raw = new Database(path);
+      raw.exec(`ALTER TABLE run_events RENAME TO run_events_v6;
+        CREATE TABLE run_events (event_id INTEGER PRIMARY KEY AUTOINCREMENT, run_seq INTEGER NOT NULL, at INTEGER NOT NULL,
+          type TEXT NOT NULL, from_status TEXT, to_status TEXT, detail TEXT);
+        INSERT INTO run_events SELECT * FROM run_events_v6 ORDER BY event_id;
+        DROP TABLE run_events_v6;
+        CREATE INDEX run_events_by_run ON run_events (run_seq);`);
+      assert.equal(raw.prepare("SELECT count(*) FROM sqlite_sequence WHERE name = 'run_events'").pluck().get(), 1);
+      raw.pragma('user_version = 5');
+      raw.close();
+
+      store = await openSqliteStore({ path });
+      try {
+        const after = await Promise.all(runIds.map(async (runId) => (await store.getRun(null, runId))!.events));
+        assert.deepEqual(after, before, 'every event, with its sequence, as before');
+        const oldMax = Math.max(...before.flat().map((event) => event.sequence));
+        const next = (await leaseOne(store, dueMs + 30))!;
+        const events = (await store.getRun(null, next.runId))!.events;
+        assert.deepEqual(events.map((event) => event.type), ['dispatched', 'leased']);
+        assert.equal(events[1]!.sequence, oldMax + 1, 'the next event takes the next id');
+      } finally {
+        await store.close();
+      }
+      const upgraded = new Database(path, { readonly: true });
+      assert.equal(upgraded.pragma('user_version', { simple: true }), schemaVersion);
+      const tableSql = upgraded.prepare("SELECT sql FROM sqlite_master WHERE name = 'run_events'").pluck().get() as string;
+      assert.doesNotMatch(tableSql, /AUTOINCREMENT/);
+      assert.equal(upgraded.prepare("SELECT count(*) FROM sqlite_sequence WHERE name LIKE 'run_events%'").pluck().get(), 0);
+      assert.equal(upgraded.prepare("SELECT count(*) FROM sqlite_master WHERE name LIKE '%_v5'").pluck().get(), 0);
+      assert.deepEqual(upgraded.prepare("SELECT name FROM sqlite_master WHERE tbl_name = 'run_events' AND type = 'index'")
+        .pluck().all(), ['run_events_by_run']);
+      upgraded.close();
+    } finally {
+      await removeDirectory();
     }
   });
 });
