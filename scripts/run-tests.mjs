@@ -25,11 +25,17 @@ if (files.length === 0) {
 // after the others, alone, so that it measures the system rather than the other test files.
 const isolated = files.filter((file) => file.includes('chaos-smoke'));
 const shared = files.filter((file) => !isolated.includes(file));
+// A test that awaits an event that never comes (an assertion failed in a callback, say)
+// would otherwise hang the run until CI's own limit, with no word of which file. On Node 20
+// the runner's timeout bounds each file as a whole (measured: a file of two 1.5 s tests fails
+// at 2 s), so it is generous: the slowest files take 81–96 s here (bench-smoke, e2e/engine).
+const fileTimeoutMs = 600_000;
 let status = 0;
 for (const [group, concurrency] of [[shared, 2], [isolated, 1]]) {
   if (group.length === 0) continue;
   const result = spawnSync(process.execPath,
-    ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...group],
+    ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, `--test-timeout=${fileTimeoutMs}`,
+      '--test-reporter=spec', ...group],
     { stdio: 'inherit' });
   if ((result.status ?? 1) !== 0) status = result.status ?? 1;
 }
