@@ -85,6 +85,12 @@ export function normalizeSchedule(input: ScheduleInput, nowMs: number): Schedule
 
 function checkPayload(payload: unknown, payloadBytesMax: number): void {
   const text = JSON.stringify(payload ?? null);
+  // JSON.stringify writes NUL and lone surrogates as \u escapes (and a backslash as \\), so
+  // the plain search finds every one, and rarely something else, which the walk rules out.
+  if (text.includes('\\u') && holdsUnreadableText(payload)) {
+    throw new TicklerError('invalid_request', `payload ${unreadableTextRule}; encode binary data (base64, say)`,
+      { field: 'payload' });
+  }
   // A UTF-16 code unit is at most 3 bytes of UTF-8: short texts need no count.
   if (text.length * 3 <= payloadBytesMax) return;
   const payloadBytes = Buffer.byteLength(text, 'utf8');
@@ -100,7 +106,16 @@ export function checkSpec(spec: JobSpec, payloadBytesMax: number, nowMs: number)
   if (spec.retry.max_s < spec.retry.base_s) {
     throw new TicklerError('invalid_request', 'retry.max_s must not be below retry.base_s', { field: 'retry.max_s' });
   }
+  if (spec.key !== null && unreadableText.test(spec.key)) {
+    throw new TicklerError('invalid_request', `key ${unreadableTextRule}`, { field: 'key' });
+  }
+  if (spec.resources.some((resource) => unreadableText.test(resource))) {
+    throw new TicklerError('invalid_request', `a resource ${unreadableTextRule}`, { field: 'resources' });
+  }
   for (const [name, value] of Object.entries(spec.labels)) {
+    if (unreadableText.test(name) || unreadableText.test(value)) {
+      throw new TicklerError('invalid_request', `a label ${unreadableTextRule}`, { field: 'labels' });
+    }
     if (name.length === 0 || name.includes('=') || hasControlCharacter(name)) {
       throw new TicklerError('invalid_request', 'label names are non-empty, printable and hold no "="', { field: 'labels' });
     }
@@ -162,6 +177,27 @@ export function specFromPatch(current: JobSpec, patch: JobPatchBody, context: Sp
   if (patch.labels !== undefined) spec.labels = patch.labels;
   const timingChanged = patch.schedule !== undefined || patch.tolerance_s !== undefined || patch.dst !== undefined;
   return { spec, schedule: checkSpec(spec, context.payloadBytesMax, context.nowMs), timingChanged };
+}
+
+/**
+ * PostgreSQL's JSON functions refuse a document holding U+0000 or a lone UTF-16 surrogate
+ * (`\ud800` not followed by its pair), and a job's spec is one document: on that store such
+ * a job could be created and dispatched and then never leased, every lease of its pool
+ * failing with it. The free text of a spec (payload, key, labels, resources) is refused
+ * such characters on every store, so a job valid on one is valid on the other.
+ */
+// eslint-disable-next-line no-control-regex -- NUL is exactly what this looks for
+const unreadableText = /[\u0000\p{Cs}]/u;
+const unreadableTextRule = 'holds a NUL character (U+0000) or a lone surrogate, which the PostgreSQL store cannot read back';
+
+/** Whether a string or an object key anywhere in `value` holds what `unreadableText` matches. */
+function holdsUnreadableText(value: unknown): boolean {
+  if (typeof value === 'string') return unreadableText.test(value);
+  if (Array.isArray(value)) return value.some(holdsUnreadableText);
+  if (value !== null && typeof value === 'object') {
+    return Object.entries(value).some(([key, entry]) => unreadableText.test(key) || holdsUnreadableText(entry));
+  }
+  return false;
 }
 
 /** NUL, newlines and the other C0 controls, and DEL. */

@@ -29,6 +29,14 @@ const rejectedCreates: Case[] = [
   { name: 'payload far over the limit', body: delayJob({ payload: 'x'.repeat(900_000) }), status: 413, code: 'payload_too_large', field: 'payload' },
   { name: 'body over 1 MiB', body: delayJob({ payload: 'x'.repeat(1_100_000) }), status: 413, code: 'payload_too_large' },
   { name: 'deep nesting', body: delayJob({ payload: nested(200) }), status: 400, code: 'invalid_request' },
+  // PostgreSQL's JSON functions cannot read a document holding \u0000: refused on every store.
+  { name: 'NUL in a payload string', body: delayJob({ payload: { note: 'a\u0000b' } }), status: 400, code: 'invalid_request', field: 'payload' },
+  { name: 'NUL in a payload key', body: delayJob({ payload: [{ 'k\u0000': 1 }] }), status: 400, code: 'invalid_request', field: 'payload' },
+  { name: 'lone surrogate in a payload string', body: delayJob({ payload: { note: 'a\ud800b' } }), status: 400, code: 'invalid_request', field: 'payload' },
+  { name: 'lone low surrogate in a payload key', body: delayJob({ payload: { ['\udc00']: 1 } }), status: 400, code: 'invalid_request', field: 'payload' },
+  { name: 'lone surrogate in the key', body: delayJob({ key: 'k-\ud83d' }), status: 400, code: 'invalid_request', field: 'key' },
+  { name: 'lone surrogate in a label', body: delayJob({ labels: { tier: '\udfff' } }), status: 400, code: 'invalid_request', field: 'labels' },
+  { name: 'lone surrogate in a resource', body: delayJob({ resources: ['db-\ud800'] }), status: 400, code: 'invalid_request', field: 'resources' },
   { name: 'very deep nesting', raw: `${'['.repeat(100_000)}${']'.repeat(100_000)}`, status: 400, code: 'invalid_request' },
   { name: '__proto__ key at the top', raw: '{"__proto__": {"polluted": true}, "schedule": {"delay_s": 1}, "pool": "p"}', status: 400, code: 'invalid_request' },
   { name: '__proto__ key in the payload', raw: '{"schedule": {"delay_s": 1}, "pool": "p", "payload": {"x": {"__proto__": {"polluted": true}}}}', status: 400, code: 'invalid_request' },
@@ -130,6 +138,13 @@ describe('input at the limits is accepted', () => {
     const answer = await h.call('POST', '/v1/jobs:batch', { body: { jobs } });
     assert.equal(answer.status, 200);
     assert.equal(answer.json.results.length, 40);
+  });
+
+  it('takes a payload with a backslash before "u0000" (not a NUL) and other control characters', async () => {
+    const payload = { text: '\\u0000 \\\\u0000 \\ud800', controls: '\u0001\n\t', paired: '\ud83d\ude00' };
+    const created = await h.call('POST', '/v1/jobs', { body: delayJob({ payload }) });
+    assert.equal(created.status, 201);
+    assert.deepEqual(created.json.payload, payload);
   });
 
   it('takes hostile but printable keys literally', async () => {
