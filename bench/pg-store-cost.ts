@@ -6,7 +6,7 @@
  * Background work (autovacuum, the WAL writer, checkpoints) is not counted.
  *
  *   node --import tsx bench/pg-store-cost.ts [--runs 20000] [--lease-max 50]
- *     [--dispatch-batch 500] [--complete-batch 1000] [--leasers 4] [--store-root DIR] [--lsn]
+ *     [--dispatch-batch 500] [--complete-batch 1000] [--leasers 4] [--payload-pad 0] [--store-root DIR] [--lsn]
  *
  * `--lsn` prints each phase's WAL range, so that `pg_waldump --stats=record -s A -e B` can say
  * which records (heap updates, index inserts, full-page images) made up its WAL.
@@ -28,6 +28,7 @@ const { values: options } = parseArgs({
     runs: { type: 'string', default: '20000' },
     'lease-max': { type: 'string', default: '50' },
     'dispatch-batch': { type: 'string', default: '500' },
+    'payload-pad': { type: 'string', default: '0' },
     'complete-batch': { type: 'string', default: '1000' },
     leasers: { type: 'string', default: '4' },
     'store-root': { type: 'string', default: resolve(import.meta.dirname, '..') },
@@ -89,6 +90,7 @@ try {
     + `${options['dispatch-batch']}, completions ${options['complete-batch']} at a time; store from ${options['store-root']}; `
     + `load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
   await runStoreCostPhases(store, {
+    payloadPadBytes: Number(options['payload-pad']),
     runs: runCount, createBatch: 100, createInFlight: 4, dispatchBatch: Number(options['dispatch-batch']),
     leaseMax: Number(options['lease-max']), leasers: Number(options.leasers),
     completeBatch: Number(options['complete-batch']), completeInFlight: 1,

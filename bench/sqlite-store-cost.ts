@@ -6,7 +6,7 @@
  * bench:peers' W3.
  *
  *   node --import tsx bench/sqlite-store-cost.ts [--runs 50000] [--lease-max 100]
- *     [--dispatch-batch 500] [--complete-batch 100] [--store-root DIR]
+ *     [--dispatch-batch 500] [--complete-batch 100] [--payload-pad 0] [--store-root DIR]
  *
  * `--store-root` loads src/store/sqlite from another tree (a `git archive` of an older commit)
  * for an A/B on the same machine; run the two alternately.
@@ -23,6 +23,7 @@ const { values: options } = parseArgs({
     runs: { type: 'string', default: '50000' },
     'lease-max': { type: 'string', default: '100' },
     'dispatch-batch': { type: 'string', default: '500' },
+    'payload-pad': { type: 'string', default: '0' },
     'complete-batch': { type: 'string', default: '100' },
     'store-root': { type: 'string', default: resolve(import.meta.dirname, '..') },
   },
@@ -70,6 +71,7 @@ try {
     + `completions ${options['complete-batch']} at a time; store from ${options['store-root']}; `
     + `load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
   await runStoreCostPhases(store, {
+    payloadPadBytes: Number(options['payload-pad']),
     runs: runCount, createBatch: 1_000, createInFlight: 4, dispatchBatch: Number(options['dispatch-batch']),
     leaseMax: Number(options['lease-max']), leasers: 1,
     completeBatch: Number(options['complete-batch']), completeInFlight: 2,

@@ -15,6 +15,8 @@ export interface StoreCostOptions {
   leasers: number;
   completeBatch: number;
   completeInFlight: number;
+  /** Bytes of padding in each job's payload (a string member), beside its index; default 0. */
+  payloadPadBytes?: number;
 }
 
 /** Times `body` as the phase `name`; the caller prints what it measured. */
@@ -34,8 +36,10 @@ async function inSlices<T>(items: readonly T[], size: number, inFlight: number, 
 export async function runStoreCostPhases(store: Store, options: StoreCostOptions, phase: Phase): Promise<void> {
   const createdAtMs = t0Ms - 60_000;
   // overlap forbid is the API's default; it makes dispatch read each job's active runs.
+  const pad = 'x'.repeat(options.payloadPadBytes ?? 0);
   const jobs = Array.from({ length: options.runs }, (_, index) =>
-    jobRecord(jobSpec({ schedule: { at: new Date(t0Ms).toISOString() }, overlap: 'forbid', payload: { index } }), createdAtMs));
+    jobRecord(jobSpec({ schedule: { at: new Date(t0Ms).toISOString() }, overlap: 'forbid',
+      payload: pad === '' ? { index } : { index, pad } }), createdAtMs));
   await phase('create', () => inSlices(jobs, options.createBatch, options.createInFlight,
     (slice) => store.createJobs(slice.map((job) => ({ job, timer: timerAt(t0Ms) })), createdAtMs)));
   const shards = [...new Set(jobs.map((job) => job.shard))];

@@ -9,6 +9,9 @@ import type { Caller } from './auth.js';
 import { notFound } from '../service/job-service.js';
 import { parseInstant } from '../service/job-spec.js';
 
+/** What fastify sends JSON as; a string or bytes answered with it are sent as they are (routes that write JSON text themselves). */
+export const jsonType = 'application/json; charset=utf-8';
+
 export function callerOf(request: FastifyRequest): Caller {
   if (request.caller === null) throw new Error(`route ${request.url} reads a caller but declares auth 'none'`);
   return request.caller;

@@ -27,15 +27,13 @@ import { scopeOf, teamOf } from './auth.js';
 import { arrayItemTexts } from './json-body.js';
 import { schemaIssueToError } from './http-errors.js';
 import { iso, isoOrNull, joinedUtf8, jobToWire, jobWireJson, runToWire } from './wire.js';
-import { assertEmptyBody, callerOf, checkId, instantOf, limitOf, pageToWire } from './route-helpers.js';
+import { assertEmptyBody, callerOf, checkId, instantOf, jsonType, limitOf, pageToWire } from './route-helpers.js';
 import type { CreateItem, CreateResult } from '../service/job-service.js';
 import type { JobRecord } from '../domain/types.js';
 import { previewSchedule } from '../service/schedule-preview.js';
 import { Type } from 'typebox';
 
 const checkCreateBody = Compile(JobCreateBody);
-/** What fastify sends JSON as; a string answered with it is sent as it is. */
-const jsonType = 'application/json; charset=utf-8';
 
 export function registerJobRoutes(app: App, context: ApiContext): void {
   registerCreateRoutes(app, context);

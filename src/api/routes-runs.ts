@@ -27,8 +27,8 @@ import {
   listAnswer,
 } from './schemas.js';
 import { scopeOf } from './auth.js';
-import { leasedRunToWire, iso, runToWire, runWithEventsToWire } from './wire.js';
-import { assertEmptyBody, callerOf, checkId, instantOf, limitOf, pageToWire } from './route-helpers.js';
+import { iso, joinedUtf8, leasedRunWireJson, runToWire, runWithEventsToWire } from './wire.js';
+import { assertEmptyBody, callerOf, checkId, instantOf, jsonType, limitOf, pageToWire } from './route-helpers.js';
 
 const checkCompleteItem = Compile(CompleteItem);
 const checkHeartbeatItem = Compile(HeartbeatItem);
@@ -104,7 +104,7 @@ function registerWorkerRoutes(app: App, { runs, waiters }: ApiContext): void {
       waitMs: Math.round((body.wait_s ?? 0) * 1000),
       signal: client.signal,
     });
-    return { runs: leased.map(leasedRunToWire) };
+    return reply.type(jsonType).send(joinedUtf8('{"runs":[', leased, leasedRunWireJson, ']}'));
   });
 
   app.post('/v1/runs/:run_id/heartbeat', {

@@ -137,17 +137,13 @@ export function runWithEventsToWire(run: RunWithEvents): Record<string, unknown>
   return { ...runToWire(run), events: run.events.map(eventToWire) };
 }
 
-export function leasedRunToWire(run: LeasedRun): Record<string, unknown> {
-  return {
-    run_id: run.runId,
-    job_id: run.jobId,
-    team: run.team,
-    attempt: run.attempt,
-    scheduled_at: iso(run.scheduledAtMs),
-    fire_at: iso(run.fireAtMs),
-    dispatched_at: iso(run.dispatchedAtMs),
-    payload: run.payload,
-    fencing_token: run.fencingToken,
-    lease_expires_at: iso(run.leaseExpiresAtMs),
-  };
+/**
+ * One leased run's JSON text: `JSON.stringify` of the object API.md describes, made without
+ * building it, with the payload's text as the store answered it (never parsed on this side).
+ */
+export function leasedRunWireJson(run: LeasedRun): string {
+  return `{"run_id":${JSON.stringify(run.runId)},"job_id":${JSON.stringify(run.jobId)},"team":${JSON.stringify(run.team)}`
+    + `,"attempt":${run.attempt},"scheduled_at":"${iso(run.scheduledAtMs)}","fire_at":"${iso(run.fireAtMs)}"`
+    + `,"dispatched_at":"${iso(run.dispatchedAtMs)}","payload":${run.payloadJson}`
+    + `,"fencing_token":${JSON.stringify(run.fencingToken)},"lease_expires_at":"${iso(run.leaseExpiresAtMs)}"}`;
 }

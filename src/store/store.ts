@@ -185,7 +185,12 @@ export interface LeasedRun {
   scheduledAtMs: number;
   fireAtMs: number;
   dispatchedAtMs: number;
-  payload: unknown;
+  /**
+   * The job's payload as JSON text, as stored: the lease answer carries it to the worker
+   * without parsing it and serialising it again (a herd's lease read and re-wrote every
+   * job's whole spec for it).
+   */
+  payloadJson: string;
   fencingToken: string;
   leaseExpiresAtMs: number;
 }

@@ -1,11 +1,13 @@
 // The create routes answer jobs as text made by hand (jobWireJson); it must be exactly the
 // JSON of the object every other route answers (jobToWire), for any spec and either source
-// of the spec's text (made on create, or read back from a row).
+// of the spec's text (made on create, or read back from a row). The lease answer's runs are
+// made by hand too (leasedRunWireJson), around the payload's stored text.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { specFromJson } from '../../src/domain/spec-json.js';
 import type { JobRecord } from '../../src/domain/types.js';
-import { jobToWire, jobWireJson } from '../../src/api/wire.js';
+import { jobToWire, jobWireJson, leasedRunWireJson } from '../../src/api/wire.js';
+import type { LeasedRun } from '../../src/store/store.js';
 import { jobInput, jobSpec } from '../fixtures/jobs.js';
 
 const nowMs = Date.UTC(2026, 10, 29, 12, 0, 0, 7);
@@ -34,5 +36,22 @@ void describe('jobWireJson', () => {
       assert.equal(jobWireJson(readBack), JSON.stringify(jobToWire(readBack)));
       assert.deepEqual(JSON.parse(jobWireJson(readBack)), JSON.parse(jobWireJson(job)));
     }
+  });
+});
+
+void describe('leasedRunWireJson', () => {
+  void it('is the JSON text of the leased run object API.md describes, payload text passed through', () => {
+    const payload = { text: 'line\nbreak "q" \u2603', list: [1, null, true] };
+    const run: LeasedRun = {
+      runId: 'run-"1"', jobId: 'job-\u00e9', team: 'team-\\a', attempt: 3, scheduledAtMs: nowMs, fireAtMs: nowMs + 1,
+      dispatchedAtMs: nowMs + 2, payloadJson: JSON.stringify(payload), fencingToken: '18446744073709551615',
+      leaseExpiresAtMs: nowMs + 30_000,
+    };
+    assert.equal(leasedRunWireJson(run), JSON.stringify({
+      run_id: run.runId, job_id: run.jobId, team: run.team, attempt: 3,
+      scheduled_at: new Date(nowMs).toISOString(), fire_at: new Date(nowMs + 1).toISOString(),
+      dispatched_at: new Date(nowMs + 2).toISOString(), payload, fencing_token: run.fencingToken,
+      lease_expires_at: new Date(nowMs + 30_000).toISOString(),
+    }));
   });
 });

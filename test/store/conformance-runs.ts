@@ -54,6 +54,22 @@ function runLeaseTests(open: OpenStore): void {
       store.setDispatchLeaser(null);
     }));
 
+  void it('answers each payload as the JSON text it was stored as, whatever its shape', () =>
+    withStore(open, async (store) => {
+      const payloads: unknown[] = [
+        // No U+0000 and no lone surrogate: the API refuses both (PostgreSQL's JSON functions cannot read them).
+        { text: 'line\nbreak "quoted" \\u0000 \u0001 \u2028 \ud83d\ude00', list: [1, 1e21, 1.5e-7, null, true], nested: { deep: [{}] } },
+        'a plain string', 42, null, [], [1, 'two'],
+      ];
+      for (const payload of payloads) {
+        await readyRun(store, { payload });
+        const leased = await leaseOne(store, dispatchedAtMs + 10);
+        assert.ok(leased !== undefined);
+        // The text goes into the lease answer as it is: it must be JSON, and the same value.
+        assert.deepEqual(JSON.parse(leased.payloadJson), JSON.parse(JSON.stringify(payload)));
+      }
+    }));
+
   void it('leases a ready run once, with a token; heartbeats extend; a stale token changes nothing', () =>
     withStore(open, async (store) => {
       const { runId } = await readyRun(store);
@@ -61,7 +77,7 @@ function runLeaseTests(open: OpenStore): void {
       assert.equal(leased?.runId, runId);
       assert.equal(leased.attempt, 1);
       assert.equal(leased.leaseExpiresAtMs, dispatchedAtMs + 10 + 30_000, 'the job\'s lease_s applies');
-      assert.deepEqual(leased.payload, { hello: 'world' });
+      assert.deepEqual(JSON.parse(leased.payloadJson), { hello: 'world' });
       assert.equal(await leaseOne(store, dispatchedAtMs + 20), undefined, 'a running run is not leased again');
       const beat = await store.heartbeatRun('team-a', runId, leased.fencingToken, dispatchedAtMs + 1_000);
       assert.deepEqual(beat, { kind: 'extended', leaseExpiresAtMs: dispatchedAtMs + 31_000 });

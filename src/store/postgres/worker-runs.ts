@@ -40,7 +40,8 @@ export const tokenPattern = /^\d{1,19}$/;
  * whatever version of it the snapshot saw. `json_to_record` reads `lease_s` and the payload
  * from one parse of the job's spec (each `->` on a json column parses the whole document
  * again), and the payload is returned by the UPDATE itself rather than by joining the job a
- * second time.
+ * second time, as its JSON text (`json` keeps the text it was given), which the lease answer
+ * carries to the worker unparsed.
  */
 const leaseRunsSql = prepared(
   `WITH picked AS (
@@ -60,7 +61,7 @@ const leaseRunsSql = prepared(
             CROSS JOIN LATERAL json_to_record(j.spec) AS s(lease_s int, payload json)
       WHERE r.ctid = p.run_ctid
      RETURNING r.run_id, r.job_id, r.team, r.lane, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
-               r.fencing_token::text AS fencing_token, r.lease_expires_at, p.from_status, s.payload
+               r.fencing_token::text AS fencing_token, r.lease_expires_at, p.from_status, s.payload::text AS payload
    ), queued AS (
      UPDATE active_runs q SET status = 'running', due_at = leased.lease_expires_at
        FROM leased WHERE q.job_id = leased.job_id AND q.run_id = leased.run_id
@@ -76,7 +77,7 @@ const leaseRunsSql = prepared(
 
 interface LeasedRow {
   run_id: string; job_id: string; team: string; attempt: number; scheduled_at: number; fire_at: number;
-  dispatched_at: number; fencing_token: string; lease_expires_at: number; payload: unknown;
+  dispatched_at: number; fencing_token: string; lease_expires_at: number; payload: string | null;
 }
 
 export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest): Promise<LeasedRun[]> {
@@ -108,7 +109,7 @@ function leasedRunOf(row: LeasedRow): LeasedRun {
     scheduledAtMs: row.scheduled_at,
     fireAtMs: row.fire_at,
     dispatchedAtMs: row.dispatched_at,
-    payload: row.payload ?? null,
+    payloadJson: row.payload ?? 'null',
     fencingToken: row.fencing_token,
     leaseExpiresAtMs: row.lease_expires_at,
   };

@@ -32,7 +32,8 @@ interface LeasableRow {
   scheduled_at: number;
   fire_at: number;
   dispatched_at: number | null;
-  spec: string;
+  lease_s: number;
+  payload_json: string | null;
 }
 
 type RunWithSpec = RunRow & { spec: string };
@@ -67,8 +68,11 @@ export class RunTransitions {
     private readonly random: () => number,
   ) {
     // One lane at a time, so each query is a range seek on runs_leasable in ready_at order.
+    // SQLite pulls the two fields a lease needs out of the job's spec: `->` answers the
+    // payload's JSON text as stored, which goes to the worker unparsed.
     this.selectLeasable = db.prepare(`
-      SELECT r.run_seq, r.run_id, r.job_id, r.team, r.status, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at, j.spec
+      SELECT r.run_seq, r.run_id, r.job_id, r.team, r.status, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
+        j.spec ->> '$.lease_s' AS lease_s, j.spec -> '$.payload' AS payload_json
       FROM runs r JOIN jobs j ON j.job_seq = r.job_seq
       WHERE r.pool = ? AND r.lane = ? AND r.status IN ('ready', 'retry_wait') AND r.held = 0 AND r.ready_at <= ?
         AND (? IS NULL OR r.team = ?)
@@ -121,8 +125,7 @@ export class RunTransitions {
   }
 
   private leaseOne(row: LeasableRow, token: number, request: LeaseRunsRequest): LeasedRun {
-    const spec = JSON.parse(row.spec) as JobSpec;
-    const leaseMs = request.leaseMs ?? spec.lease_s * 1000;
+    const leaseMs = request.leaseMs ?? row.lease_s * 1000;
     const leaseExpiresAtMs = request.nowMs + leaseMs;
     this.markRunning.run(token, leaseMs, leaseExpiresAtMs, request.nowMs, request.workerId, row.run_seq);
     this.runs.eventOfSeq(row.run_seq, request.nowMs, 'leased', row.status as RunStatus, 'running',
@@ -130,7 +133,7 @@ export class RunTransitions {
     return {
       runId: row.run_id, jobId: row.job_id, team: row.team, attempt: row.attempt + 1,
       scheduledAtMs: row.scheduled_at, fireAtMs: row.fire_at, dispatchedAtMs: row.dispatched_at ?? row.fire_at,
-      payload: spec.payload, fencingToken: String(token), leaseExpiresAtMs,
+      payloadJson: row.payload_json ?? 'null', fencingToken: String(token), leaseExpiresAtMs,
     };
   }
 
