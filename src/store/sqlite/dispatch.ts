@@ -71,7 +71,7 @@ export class Dispatcher {
   private readonly selectRunStatus: Database.Statement<[string], string>;
   private readonly selectActiveRuns: Database.Statement<[string], ActiveRunRow>;
   private readonly cancelRun: Database.Statement<[number, string]>;
-  private readonly finishJob: Database.Statement<[number, string]>;
+  private readonly finishJob: Database.Statement<[number, number]>;
 
   constructor(
     private readonly db: Database.Database,
@@ -94,8 +94,9 @@ export class Dispatcher {
     this.cancelRun = db.prepare(`
       UPDATE runs SET status = 'cancelled', finished_at = ?, held = 0, ready_at = NULL, lease_expires_at = NULL
       WHERE run_id = ?`);
+    // By the job's seq (its rowid): the row is found without a seek in the job id's index.
     this.finishJob = db.prepare(
-      "UPDATE jobs SET state = 'done', version = version + 1, updated_at = ? WHERE job_id = ?");
+      "UPDATE jobs SET state = 'done', version = version + 1, updated_at = ? WHERE job_seq = ?");
   }
 
   dispatch(items: readonly DispatchItem[], nowMs: number): { results: DispatchResult[]; effects: WriteEffects } {
@@ -152,7 +153,7 @@ export class Dispatcher {
     }
     let nextTimerId: number | null = null;
     if (item.nextTimer === null) {
-      this.finishJob.run(batch.nowMs, job.jobId);
+      this.finishJob.run(batch.nowMs, job.jobSeq);
     } else {
       // The consumed timer was the job's only one, so this insert is the replacement. The job
       // row is not touched: its next fire time is read from this timer.
