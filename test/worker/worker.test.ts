@@ -151,6 +151,30 @@ describe('createWorker', () => {
     assert.ok(logger.lines.some((line) => line.message.startsWith('lease lost')));
   });
 
+  test('a handler that reads its signal only after the lease is lost finds it aborted, with the reason', async () => {
+    // The signal is made on first read (most handlers never read it): one read late must still see the loss.
+    let readLate!: () => AbortSignal;
+    const reading = new Promise<void>((resolve) => {
+      start((_run, context) => new Promise<void>((finish) => {
+        readLate = () => {
+          const signal = context.signal;
+          finish();
+          return signal;
+        };
+        resolve();
+      }), { leaseS: 3 });
+    });
+    server.heartbeatAnswer = () => ({ status: 409, body: { error: { code: 'cancelled', message: 'cancelled' } } });
+    server.offer(leasedRun(startMs));
+    await reading;
+    await clock.advance(1_000);
+    const signal = readLate();
+    assert.equal(signal.aborted, true);
+    assert.equal((signal.reason as LeaseLostError).reason, 'cancelled');
+    await worker?.stop();
+    assert.equal(server.completions.length, 0, 'a run taken away sends no completion');
+  });
+
   test('a good heartbeat between two failures resets the count', async () => {
     const control = controlledHandler();
     start(control.handler, { leaseS: 3 });
