@@ -77,15 +77,6 @@ export function heartbeatIntervalMsOf(leaseS: number | undefined, leaseExpiresAt
   return Math.max(1, Math.floor(leaseDurationMs / 3));
 }
 
-/** A handler's context; its signal is made only if the handler reads it. */
-class AttemptContext implements HandlerContext {
-  constructor(private readonly signalOf: () => AbortSignal) {}
-
-  get signal(): AbortSignal {
-    return this.signalOf();
-  }
-}
-
 export class RunAttempt {
   readonly run: LeasedRun;
   private readonly dependencies: AttemptDependencies;
@@ -151,7 +142,15 @@ export class RunAttempt {
     this.keepAlive();
     let outcome: Omit<CompleteRequest, 'fencing_token'>;
     try {
-      const result: unknown = await handler(Object.freeze(visible), new AttemptContext(() => this.signal()));
+      const signalOf = (): AbortSignal => this.signal();
+      // An own, enumerable getter, so a handler that spreads or destructures its context still
+      // gets the signal; it is made only when read.
+      const context: HandlerContext = {
+        get signal() {
+          return signalOf();
+        },
+      };
+      const result: unknown = await handler(Object.freeze(visible), context);
       outcome = result === undefined ? { status: 'succeeded' } : { status: 'succeeded', result };
     } catch (error) {
       outcome = {

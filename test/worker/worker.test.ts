@@ -157,7 +157,8 @@ describe('createWorker', () => {
     const reading = new Promise<void>((resolve) => {
       start((_run, context) => new Promise<void>((finish) => {
         readLate = () => {
-          const signal = context.signal;
+          // Spread first, as a handler passing its context on might: the signal must survive it.
+          const { signal } = { ...context };
           finish();
           return signal;
         };
