@@ -10,7 +10,7 @@ import { RequestBatcher, type BatchItemResult } from '../../src/worker/request-b
 import type { RunHandler } from '../../src/worker/run-attempt.js';
 import { createWorker, unacknowledgedCompletionsPerSlot, type Worker } from '../../src/worker/worker.js';
 import { FakeTicklerServer, leasedRun } from './fake-server.js';
-import { RecordingLogger, SameTurnClock, controlledHandler, deferred } from './helpers.js';
+import { RecordingLogger, SameTurnClock, controlledHandler, deferred, inTurn } from './helpers.js';
 
 const startMs = Date.parse('2026-11-29T02:00:00.000Z');
 
@@ -59,8 +59,7 @@ describe('createWorker batching', () => {
     const gate = deferred();
     server.completeGate = gate.promise;
     const handlers = [controlledHandler(), controlledHandler(), controlledHandler()];
-    let calls = 0;
-    start((run, context) => handlers[calls++]!.handler(run, context), 3);
+    start(inTurn(handlers), 3);
     server.offer(leasedRun(startMs), leasedRun(startMs), leasedRun(startMs));
     await Promise.all(handlers.map((handler) => handler.started));
     const firstBatch = server.next('completeBatch');
@@ -163,8 +162,7 @@ describe('createWorker batching', () => {
   test('heartbeats due at the same instant share one request', async () => {
     const sameTurn = new SameTurnClock(startMs);
     const handlers = [controlledHandler(), controlledHandler(), controlledHandler()];
-    let calls = 0;
-    start((run, context) => handlers[calls++]!.handler(run, context), 3, sameTurn);
+    start(inTurn(handlers), 3, sameTurn);
     server.offer(leasedRun(startMs), leasedRun(startMs), leasedRun(startMs));
     await Promise.all(handlers.map((handler) => handler.started));
     const beats = server.next('heartbeat', () => server.heartbeats.length === 3);

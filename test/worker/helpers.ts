@@ -40,6 +40,12 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T)
   return { promise, resolve, reject };
 }
 
+/** One handler for the worker that hands its n-th call to the n-th of `handlers`. */
+export function inTurn(handlers: readonly { handler: RunHandler }[]): RunHandler {
+  let calls = 0;
+  return (run, context) => handlers[calls++]!.handler(run, context);
+}
+
 /** A handler that reports each call and waits for the test to let it finish (or for its signal). */
 export function controlledHandler(): {
   handler: RunHandler;

@@ -8,7 +8,7 @@ import { PermanentError } from '../../src/worker/errors.js';
 import { LeaseLostError, type RunHandler, type WorkerRun } from '../../src/worker/run-attempt.js';
 import { createWorker, leaseErrorBackoffMs, type Worker } from '../../src/worker/worker.js';
 import { FakeTicklerServer, leasedRun } from './fake-server.js';
-import { RecordingLogger, controlledHandler } from './helpers.js';
+import { RecordingLogger, controlledHandler, inTurn } from './helpers.js';
 
 const startMs = Date.parse('2026-11-29T02:00:00.000Z');
 
@@ -281,8 +281,7 @@ describe('createWorker', () => {
     const first = controlledHandler();
     const second = controlledHandler();
     const handlers = [first, second];
-    let calls = 0;
-    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 2, longPolls: 1 });
+    start(inTurn(handlers), { concurrency: 2, longPolls: 1 });
     await server.next('lease');
     assert.equal(server.leases[0]?.max, 2);
     const secondLease = server.next('lease');
@@ -303,8 +302,7 @@ describe('createWorker', () => {
 
   test('an idle worker keeps two long-polls parked, each asking for half its free slots', async () => {
     const handlers = Array.from({ length: 4 }, () => controlledHandler());
-    let calls = 0;
-    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 4 });
+    start(inTurn(handlers), { concurrency: 4 });
     await server.next('lease');
     await server.next('lease');
     assert.deepEqual(server.leases.map((lease) => lease.max), [2, 2]);
@@ -325,8 +323,7 @@ describe('createWorker', () => {
 
   test('while leases come back full, one request at a time asks for every free slot', async () => {
     const handlers = Array.from({ length: 8 }, () => controlledHandler());
-    let calls = 0;
-    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 4 });
+    start(inTurn(handlers), { concurrency: 4 });
     await server.next('lease');
     await server.next('lease');
     server.offer(...Array.from({ length: 4 }, () => leasedRun(startMs)));
@@ -351,8 +348,7 @@ describe('createWorker', () => {
 
   test('with under a quarter of the slots free, the next lease waits for more to free', async () => {
     const handlers = Array.from({ length: 8 }, () => controlledHandler());
-    let calls = 0;
-    start((run, context) => handlers[calls++]!.handler(run, context),
+    start(inTurn(handlers),
       { concurrency: 8, leaseLingerMs: 1_000, longPolls: 1 });
     await server.next('lease');
     server.offer(...handlers.map(() => leasedRun(startMs)));
@@ -369,8 +365,7 @@ describe('createWorker', () => {
 
   test('the wait for more free slots ends after leaseLingerMs', async () => {
     const handlers = Array.from({ length: 8 }, () => controlledHandler());
-    let calls = 0;
-    start((run, context) => handlers[calls++]!.handler(run, context), { concurrency: 8, leaseLingerMs: 20, longPolls: 1 });
+    start(inTurn(handlers), { concurrency: 8, leaseLingerMs: 20, longPolls: 1 });
     await server.next('lease');
     server.offer(...handlers.map(() => leasedRun(startMs)));
     await Promise.all(handlers.map((handler) => handler.started));
