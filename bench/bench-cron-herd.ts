@@ -70,7 +70,7 @@ function herdFigures(prefix: string, runs: Run[], count: number, lagTargetMsP99:
     { label: `${prefix}: runs not dispatched`, value: ledger.undispatched, unit: 'runs', target: { comparison: '<=', value: 0 } },
     { label: `${prefix}: fire_at spread (max − min)`, value: spreadS(fireAtsMs), unit: 's' },
     { label: `${prefix}: dispatch spread (max − min dispatched_at)`, value: spreadS(dispatchedAtsMs), unit: 's' },
-    ...latencyFigures(`${prefix}: fire lag (dispatched_at − fire_at)`, summarise(ledger.lagsMs),
+    ...latencyFigures(`${prefix}: fire lag (ledger: fire_at → ready)`, summarise(ledger.lagsMs),
       lagTargetMsP99 === undefined ? {} : { p99Ms: lagTargetMsP99 }),
   ];
 }

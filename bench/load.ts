@@ -91,7 +91,12 @@ export async function readRuns(client: TicklerClient, sinceMs: number, untilMs: 
   return runs;
 }
 
-/** dispatched_at − fire_at of each dispatched run; runs never dispatched are counted apart. */
+/**
+ * Each dispatched run's fire lag in the ledger: from fire_at until it was leasable, i.e.
+ * dispatched_at − fire_at, or 0 for a one-shot run written ahead (dispatched_at before fire_at,
+ * ready from fire_at: README "A herd of one-shot timers"). A run started before its fire_at is
+ * answered as a negative lag, so it counts as early. Runs never dispatched are counted apart.
+ */
 export function ledgerLagsMs(runs: Run[]): { lagsMs: number[]; undispatched: number } {
   const lagsMs: number[] = [];
   let undispatched = 0;
@@ -100,7 +105,9 @@ export function ledgerLagsMs(runs: Run[]): { lagsMs: number[]; undispatched: num
       undispatched += 1;
       continue;
     }
-    lagsMs.push(Date.parse(run.dispatched_at) - Date.parse(run.fire_at));
+    const fireAtMs = Date.parse(run.fire_at);
+    const startedEarlyMs = run.started_at === null ? 0 : Math.min(0, Date.parse(run.started_at) - fireAtMs);
+    lagsMs.push(startedEarlyMs < 0 ? startedEarlyMs : Math.max(0, Date.parse(run.dispatched_at) - fireAtMs));
   }
   return { lagsMs, undispatched };
 }
@@ -116,7 +123,7 @@ export function worstSecondsNote(runs: readonly Run[], firstDueMs: number): stri
     if (run.dispatched_at === null) continue;
     const fireAtMs = Date.parse(run.fire_at);
     const second = Math.floor((fireAtMs - firstDueMs) / 1_000);
-    maxLagBySecond.set(second, Math.max(maxLagBySecond.get(second) ?? 0, Date.parse(run.dispatched_at) - fireAtMs));
+    maxLagBySecond.set(second, Math.max(maxLagBySecond.get(second) ?? 0, Date.parse(run.dispatched_at) - fireAtMs, 0));
   }
   const worst = [...maxLagBySecond.entries()].sort((a, b) => b[1] - a[1]).slice(0, 8).sort((a, b) => a[0] - b[0]);
   return `latest-dispatched seconds of the load (second after the first due time: max fire lag): ` +

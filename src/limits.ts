@@ -59,6 +59,13 @@ export interface TimingConfig {
   reconcileIntervalMs: number;
   /** Period of the lease-expiry sweep when nothing nearer is known. */
   leaseSweepIntervalMs: number;
+  /**
+   * How long before its fire time a one-shot job's run is written, ready from the fire time
+   * (0: at the fire time). A herd's runs are then in the ledger before its instant, and only
+   * leases and completions are left at it (docs/benchmarks.md). Stores without
+   * `dispatchesAhead` (PostgreSQL, for now) fire at the fire time whatever this says.
+   */
+  dispatchAheadMs: number;
 }
 
 export const timingDefaults: TimingConfig = {
@@ -69,6 +76,7 @@ export const timingDefaults: TimingConfig = {
   loadRefreshIntervalMs: 30_000,
   reconcileIntervalMs: 60_000,
   leaseSweepIntervalMs: 1_000,
+  dispatchAheadMs: 5_000,
 };
 
 /**
@@ -89,6 +97,8 @@ export function assertTiming(timing: TimingConfig): void {
     'the safety margin must leave room to renew');
   assert.ok(timing.loadRefreshIntervalMs < timing.loadHorizonMs, 'refresh more often than the horizon is long');
   assert.ok(timing.leaseSweepIntervalMs > 0 && timing.reconcileIntervalMs > 0);
+  assert.ok(timing.dispatchAheadMs >= 0 && timing.dispatchAheadMs < timing.loadHorizonMs,
+    'dispatch ahead by less than the load horizon');
 }
 
 /** The wheel covers the load horizon plus one refresh, in one-millisecond-resolution slots of 10 ms. */

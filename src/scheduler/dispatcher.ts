@@ -44,6 +44,12 @@ export class Dispatcher {
       logger: Logger;
       /** Timers per store.dispatch call (one transaction each). */
       batchMax: number;
+      /**
+       * How long before its fire time a one-shot job's run is written (0: at the fire time).
+       * The scheduler wheels such timers this much early and passes 0 for a store without
+       * `dispatchesAhead`.
+       */
+      dispatchAheadMs: number;
     },
   ) {}
 
@@ -96,6 +102,10 @@ export class Dispatcher {
 
   /** The dispatch item for one timer, or null when its job's schedule no longer compiles. */
   private planItem(timer: LoadedTimer, shardToken: string, nowMs: number): DispatchItem | null {
+    if (timer.dispatchedAhead === true) {
+      return { shard: timer.shard, shardToken, timerId: timer.timerId, jobId: timer.jobId, occurrences: [], nextTimer: null,
+        stage: 'finish' };
+    }
     try {
       const schedule = this.deps.schedules.get(timer.spec);
       const plan = planFiring(timer.jobId, timer.spec, schedule, timer, nowMs);
@@ -107,6 +117,7 @@ export class Dispatcher {
         occurrences: plan.occurrences,
         ...(plan.summary === undefined ? {} : { summary: plan.summary }),
         nextTimer: plan.nextTimer,
+        ...(this.firesAhead(timer, nowMs) ? { stage: 'ahead' as const } : {}),
       };
     } catch (error) {
       // A stored job whose schedule stopped compiling (say, a time zone removed from the
@@ -114,6 +125,11 @@ export class Dispatcher {
       this.deps.logger.error({ err: error, jobId: timer.jobId }, 'cannot plan the firing of a stored job');
       return null;
     }
+  }
+
+  /** A one-shot timer not yet due is fired ahead (the scheduler wheels only those within reach early). */
+  private firesAhead(timer: LoadedTimer, nowMs: number): boolean {
+    return this.deps.dispatchAheadMs > 0 && timer.fireAtMs > nowMs && isOneShot(timer);
   }
 
   private account(result: DispatchResult, item: DispatchItem, timer: LoadedTimer, counts: BatchCounts,
@@ -143,7 +159,10 @@ export class Dispatcher {
       }
       lag.observe(Math.max(0, counts.committedAtMs - timer.fireAtMs) / 1000);
     }
-    if (result.nextTimerId !== null && item.nextTimer !== null) {
+    if (item.stage === 'ahead' && result.nextTimerId !== null) {
+      // The same timer, kept: to be finished at its fire time, or fired whole then.
+      nextTimers.push({ ...timer, ...(result.nextTimerDispatchedAhead === true ? { dispatchedAhead: true } : {}) });
+    } else if (result.nextTimerId !== null && item.nextTimer !== null) {
       nextTimers.push({
         timerId: result.nextTimerId,
         jobId: timer.jobId,
@@ -155,4 +174,9 @@ export class Dispatcher {
       });
     }
   }
+}
+
+/** Whether the timer belongs to a one-shot job (`at`), the only kind whose firing may be split. */
+export function isOneShot(timer: LoadedTimer): boolean {
+  return 'at' in timer.spec.schedule;
 }

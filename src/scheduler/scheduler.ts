@@ -12,7 +12,7 @@ import { catchUpDispatchShareDefault, dispatchBatchMax, loadPageMax, shardCount,
 import type { Logger } from '../obs/log.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { LoadedTimer, Store } from '../store/store.js';
-import { Dispatcher } from './dispatcher.js';
+import { Dispatcher, isOneShot } from './dispatcher.js';
 import { Reconciler } from './reconciler.js';
 import { RunLeaseSweeper } from './run-lease-sweeper.js';
 import { ScheduleCache } from './schedule-cache.js';
@@ -73,6 +73,8 @@ export class Scheduler {
   private unsubscribeMissed: (() => void) | null = null;
   private catchUpNextSlotMs = 0;
   private readonly catchUpSpacingMs: number;
+  /** How early one-shot timers are wheeled, to be dispatched ahead (0 when the store cannot). */
+  private readonly dispatchAheadMs: number;
 
   constructor(private readonly options: SchedulerOptions) {
     const { store, clock, metrics, logger, timing } = options;
@@ -91,8 +93,9 @@ export class Scheduler {
         metrics.wheelTimers.set(this.wheel.size);
       },
     });
+    this.dispatchAheadMs = store.dispatchesAhead ? timing.dispatchAheadMs : 0;
     this.dispatcher = new Dispatcher({ store, clock, leases: this.leases, schedules: this.schedules, metrics, logger,
-      batchMax: options.dispatchBatchMax ?? dispatchBatchMax });
+      batchMax: options.dispatchBatchMax ?? dispatchBatchMax, dispatchAheadMs: this.dispatchAheadMs });
     this.reconciler = new Reconciler({ store, clock, metrics, logger, schedules: this.schedules,
       intervalMs: timing.reconcileIntervalMs, isLeader: () => this.leases.firingLease(0) !== null });
     this.sweeper = new RunLeaseSweeper({ store, clock, metrics, logger, intervalMs: timing.leaseSweepIntervalMs });
@@ -202,10 +205,22 @@ export class Scheduler {
       // perhaps paced as a catch-up, or held back for a lease — stays as it is.
       if (this.wheel.has(timer.timerId)) continue;
       // Payloads stay in the store: the wheel holds what firing needs, nothing more.
-      this.wheel.insert(timer.timerId, timer.fireAtMs, { ...timer, spec: { ...timer.spec, payload: null } });
+      this.wheel.insert(timer.timerId, this.wheelAtMs(timer), { ...timer, spec: { ...timer.spec, payload: null } });
     }
     this.options.metrics.wheelTimers.set(this.wheel.size);
     this.armWake();
+  }
+
+  /**
+   * When a timer comes out of the wheel: a one-shot job's `dispatchAheadMs` before its fire
+   * time, so a herd's runs are written before its instant and only leases and completions are
+   * left at it (DispatchItem.stage); one whose run was written ahead, at its fire time, to
+   * finish; every other, at its fire time.
+   */
+  private wheelAtMs(timer: LoadedTimer): number {
+    return this.dispatchAheadMs > 0 && timer.dispatchedAhead !== true && isOneShot(timer)
+      ? timer.fireAtMs - this.dispatchAheadMs
+      : timer.fireAtMs;
   }
 
   /**
@@ -283,7 +298,8 @@ export class Scheduler {
     for (const timer of nextTimers) {
       if (timer.fireAtMs >= horizonEndMs) continue;
       let wheelAtMs = timer.fireAtMs;
-      if (timer.fireAtMs < nowMs) {
+      // A timer kept by a dispatch ahead is finished at its time, overdue or not: not paced.
+      if (timer.fireAtMs < nowMs && timer.dispatchedAhead !== true) {
         this.catchUpNextSlotMs = Math.max(nowMs, this.catchUpNextSlotMs + this.catchUpSpacingMs);
         wheelAtMs = this.catchUpNextSlotMs;
       }

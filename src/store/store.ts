@@ -87,6 +87,11 @@ export interface LoadedTimer {
   /** The job's version when the timer was read; dispatch re-checks state, not version. */
   jobVersion: number;
   spec: JobSpec;
+  /**
+   * The timer's run was written ahead of its fire time (`DispatchItem.stage` `ahead`): firing
+   * it only finishes the job. Absent (or false) for every other timer.
+   */
+  dispatchedAhead?: boolean;
 }
 
 export interface LoadTimersQuery {
@@ -122,6 +127,19 @@ export interface DispatchItem {
   summary?: { skippedCount: number; fromScheduledAtMs: number; toScheduledAtMs: number; reason: string };
   /** The recurring job's next timer, written in the same transaction (invariant 3). */
   nextTimer: TimerWrite | null;
+  /**
+   * How much of the firing this item does (absent: `whole`). A one-shot job's firing may be
+   * split in two, for stores with `dispatchesAhead`, so that a herd's runs are written before
+   * its instant and only leases and completions are left at it:
+   * - `ahead`, before the fire time: the occurrence's run is written `ready` with its
+   *   `ready_at` at the fire time (no lease takes it before), and the timer stays pending,
+   *   marked, with the job active. The answer's `nextTimerId` is that same timer.
+   * - `finish`, at the fire time, for a marked timer: the timer is consumed and the job is
+   *   done; no run is written (`runs` is empty).
+   * A change to the job in between (cancel, or a PATCH of its timing or pool) takes back or
+   * moves the run not yet due, in the same transaction as the change.
+   */
+  stage?: 'whole' | 'ahead' | 'finish';
 }
 
 export type DispatchResult =
@@ -131,8 +149,18 @@ export type DispatchResult =
       timerId: string;
       runs: { runId: string; status: RunStatus; inserted: boolean }[];
       pool: string;
-      /** Id of the next timer written from `nextTimer` (null when none), so the owner can wheel it. */
+      /**
+       * Id of the next timer written from `nextTimer` (null when none), so the owner can wheel
+       * it; for an `ahead` item, the item's own timer, kept pending.
+       */
       nextTimerId: string | null;
+      /**
+       * An `ahead` item's timer is kept marked (its run written): the owner wheels it at its
+       * fire time to be finished. False or absent when the store wrote no run ahead (the job
+       * had an active run, whose overlap is judged at the fire time instead): the timer stays
+       * as it was, to be fired whole.
+       */
+      nextTimerDispatchedAhead?: boolean;
     }
   /** The shard token was stale: nothing written. */
   | { kind: 'stale_token'; timerId: string }
@@ -289,6 +317,8 @@ export interface StoreNotifications {
 
 export interface Store extends StoreNotifications {
   readonly kind: 'sqlite' | 'postgres';
+  /** Takes `ahead` and `finish` dispatch items (DispatchItem.stage); the scheduler asks. */
+  readonly dispatchesAhead: boolean;
 
   // Jobs ---------------------------------------------------------------------------------
   /** Creates jobs with their first timers, several callers sharing one commit. */

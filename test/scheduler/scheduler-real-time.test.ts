@@ -19,6 +19,8 @@ import { jobInput, jobSpec } from '../fixtures/jobs.js';
 /** Leases granted now stop allowing fires 1 ms later, and the next renewal is a minute away. */
 const lateRenewal: TimingConfig = {
   ...timingDefaults, shardLeaseTtlMs: 60_000, shardLeaseSafetyMarginMs: 59_999, shardLeaseRenewIntervalMs: 60_000,
+  // One timer due every millisecond, each at its own time: none wheeled early.
+  dispatchAheadMs: 0,
 };
 
 /**
@@ -101,7 +103,8 @@ test('in real time the wake is armed for the earliest timer itself, not for the 
     await store.createJobs([tickStartMs + 3, tickStartMs + 8].map((atMs) =>
       jobInput(jobSpec({ at: new Date(atMs).toISOString() }), nowMs)), nowMs);
     const scheduler = new Scheduler({
-      store, clock, metrics: new Metrics(), timing: timingDefaults, logger: silentLogger(), nodeId: 'node-a',
+      // The wake of a timer fired at its time (a one-shot's ahead stage is wheeled earlier, as precisely).
+      store, clock, metrics: new Metrics(), timing: { ...timingDefaults, dispatchAheadMs: 0 }, logger: silentLogger(), nodeId: 'node-a',
       forceFirstAcquire: false, fullReloadEveryRefreshes: 10,
     });
     await scheduler.start();

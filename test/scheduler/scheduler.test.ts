@@ -14,7 +14,8 @@ import { silentLogger } from '../../src/obs/log.js';
 import { Metrics } from '../../src/obs/metrics.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
 import { openSqliteStore } from '../../src/store/sqlite/index.js';
-import type { Store } from '../../src/store/store.js';
+import type { LeasedRun, Store, TimerWrite } from '../../src/store/store.js';
+import type { JobRecord, JobSpec, RunRecord } from '../../src/domain/types.js';
 import { jobInput, jobSpec } from '../fixtures/jobs.js';
 
 const startMs = Date.parse('2026-11-29T00:00:00.000Z');
@@ -30,7 +31,7 @@ interface Harness {
 }
 
 async function harness(options: {
-  path?: string; clock?: VirtualClock; nodeId?: string; force?: boolean; wrap?: (store: Store) => Store;
+  path?: string; clock?: VirtualClock; nodeId?: string; force?: boolean; wrap?: (store: Store) => Store; timing?: TimingConfig;
 } = {}): Promise<Harness> {
   const dir = options.path === undefined ? mkdtempSync(join(tmpdir(), 'tickler-scheduler-')) : null;
   const path = options.path ?? join(dir!, 'tickler.db');
@@ -38,7 +39,8 @@ async function harness(options: {
   const store = await openSqliteStore({ path });
   const metrics = new Metrics();
   const scheduler = new Scheduler({
-    store: options.wrap?.(store) ?? store, clock, metrics, timing, logger: silentLogger(), nodeId: options.nodeId ?? 'node-a',
+    store: options.wrap?.(store) ?? store, clock, metrics, timing: options.timing ?? timing, logger: silentLogger(),
+    nodeId: options.nodeId ?? 'node-a',
     forceFirstAcquire: options.force ?? false,
     fullReloadEveryRefreshes: 10, // as `tickler serve` runs the embedded store
   });
@@ -58,8 +60,51 @@ async function counterValue(metrics: Metrics, name: string): Promise<number> {
   return (metric?.values ?? []).reduce((sum, value) => sum + Number(value.value), 0);
 }
 
-test('a one-shot timer fires at its time, not before, and the job is done', async () => {
+/**
+ * A one-shot run dispatched ahead, as the default timing does: ready from its fire time,
+ * written `dispatchAheadMs` before it (or at once, `writtenAtMs`, for one created nearer).
+ */
+function assertWrittenAhead(run: RunRecord | null, atMs: number, message: string, writtenAtMs = atMs - timing.dispatchAheadMs): void {
+  assert.equal(run?.status, 'ready', message);
+  assert.equal(run.readyAtMs, atMs, `${message}: ready from its fire time`);
+  assert.equal(run.dispatchedAtMs, writtenAtMs, `${message}: written ahead`);
+}
+
+function lease(h: Harness, pool = 'default'): Promise<LeasedRun[]> {
+  return h.store.leaseRuns({ team: null, pool, max: 10, leaseMs: 10_000, workerId: 'w1', nowMs: h.clock.nowMs() });
+}
+
+test('a one-shot run is written ahead of its time, leased only from it, and the job is done at it', async () => {
   const h = await harness();
+  try {
+    const atMs = startMs + 90_000;
+    const [outcome] = await h.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)], startMs);
+    const jobId = outcome!.job.jobId;
+    await h.clock.advance(90_000 - timing.dispatchAheadMs - 1);
+    assert.equal(await h.store.getRun(null, runIdOf(jobId, atMs)), null, 'nothing before the ahead window');
+    await h.clock.advance(1);
+    assertWrittenAhead(await h.store.getRun(null, runIdOf(jobId, atMs)), atMs, 'in the window');
+    const pending = await h.store.getJob(null, jobId);
+    assert.equal(pending?.state, 'active', 'the job is pending until its time');
+    assert.equal(pending.nextFireAtMs, atMs);
+    await h.clock.advance(timing.dispatchAheadMs - 1);
+    assert.deepEqual(await lease(h), [], 'not leasable a millisecond before its time');
+    await h.clock.advance(1);
+    const leased = await lease(h);
+    assert.deepEqual(leased.map((run) => run.runId), [runIdOf(jobId, atMs)]);
+    const done = await h.store.getJob(null, jobId);
+    assert.equal(done?.state, 'done');
+    assert.equal(done.nextFireAtMs, null);
+    const events = (await h.store.getRun(null, runIdOf(jobId, atMs)))?.events ?? [];
+    assert.deepEqual(events.map((event) => event.type), ['dispatched', 'leased']);
+    assert.equal((events[0]!.detail as { ahead?: boolean }).ahead, true, 'the ledger says it was written ahead');
+  } finally {
+    await h.cleanup();
+  }
+});
+
+test('with dispatching ahead off, a one-shot timer fires at its time, not before, and the job is done', async () => {
+  const h = await harness({ timing: { ...timing, dispatchAheadMs: 0 } });
   try {
     const atMs = startMs + 90_000;
     const [outcome] = await h.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)], startMs);
@@ -94,17 +139,23 @@ test('a recurring job fires every occurrence and always has exactly one next tim
   }
 });
 
-test('a job cancelled after its timer was wheeled never fires (invariant 7)', async () => {
+test('a job cancelled after its timer was wheeled and its run written ahead never fires (invariant 7)', async () => {
   const h = await harness();
   try {
     const atMs = startMs + 5_000;
     const [outcome] = await h.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)], startMs);
     const jobId = outcome!.job.jobId;
     assert.equal(h.scheduler.status().wheelTimers, 1, 'the near-timer path put it in the wheel');
+    // Due within the ahead window, so its run is written at once, ready from its time.
+    await h.clock.advance(0);
+    assertWrittenAhead(await h.store.getRun(null, runIdOf(jobId, atMs)), atMs, 'written ahead', startMs);
     await h.store.cancelJob(null, jobId, startMs + 1_000);
     await h.clock.advance(10_000);
-    assert.equal(await h.store.getRun(null, runIdOf(jobId, atMs)), null);
-    assert.equal(await counterValue(h.metrics, 'tickler_dispatch_timer_gone_total'), 1);
+    assert.deepEqual(await lease(h), [], 'never leasable');
+    const run = await h.store.getRun(null, runIdOf(jobId, atMs));
+    assert.equal(run?.status, 'cancelled', 'taken back with the job, before it came due');
+    assert.deepEqual(run.events?.map((event) => [event.type, event.toStatus]), [['dispatched', 'ready'], ['cancelled', 'cancelled']]);
+    assert.equal(await counterValue(h.metrics, 'tickler_dispatch_timer_gone_total'), 1, 'its finish found the timer gone');
   } finally {
     await h.cleanup();
   }
@@ -231,8 +282,9 @@ test('a wake with nothing due (its timer went with a lost shard) does not stop l
 });
 
 /** A harness whose store refuses shard lease renewals while `renewals.fail` is set. */
-function harnessWithRenewals(renewals: { fail: boolean }): Promise<Harness> {
+function harnessWithRenewals(renewals: { fail: boolean }, timingOfTest = timing): Promise<Harness> {
   return harness({
+    timing: timingOfTest,
     wrap: (store) => new Proxy(store, {
       get(target, property, receiver) {
         if (property === 'renewShardLeases' && renewals.fail) {
@@ -250,7 +302,8 @@ test('a timer held back while the lease renewal is late fires once it lands, not
   // but its local check stops it firing. The due timer must wait in the wheel, not be dropped
   // until the loader's next refresh (30 s later).
   const renewals = { fail: false };
-  const h = await harnessWithRenewals(renewals);
+  // The timer must come due past the local deadline: not wheeled early.
+  const h = await harnessWithRenewals(renewals, { ...timing, dispatchAheadMs: 0 });
   try {
     // Leases were granted at startMs: firing stops at TTL − margin = 8 s; renewals run every 3 s.
     const atMs = startMs + 9_000;
@@ -300,8 +353,8 @@ test('timers beyond the load horizon come in with the incremental refreshes, and
     assert.equal(h.scheduler.status().wheelTimers, 0, 'none is near: the wheel holds only the load window');
     await h.clock.advance(3_600_000);
     for (const [index, outcome] of created.entries()) {
-      const run = await h.store.getRun(null, runIdOf(outcome.job.jobId, dueMs[index]!));
-      assert.equal(run?.dispatchedAtMs, dueMs[index], `timer ${index} fires at its time`);
+      assertWrittenAhead(await h.store.getRun(null, runIdOf(outcome.job.jobId, dueMs[index]!)), dueMs[index]!,
+        `timer ${index} fires at its time`);
     }
   } finally {
     await h.cleanup();
@@ -399,7 +452,154 @@ test('when the store says near-timer announcements may have been lost, the loade
     const after = queries.slice(before);
     assert.ok(after.length > 0 && after.every((query) => !query.incremental), 'a whole reread, within a second');
     await h.clock.advance(9_000);
-    assert.equal((await h.store.getRun(null, runIdOf(created!.job.jobId, atMs)))?.dispatchedAtMs, atMs, 'found, and fired on time');
+    assertWrittenAhead(await h.store.getRun(null, runIdOf(created!.job.jobId, atMs)), atMs, 'found, and fired on time');
+  } finally {
+    await h.cleanup();
+  }
+});
+
+// Dispatching a one-shot job ahead (DispatchItem.stage): what a change to the job between the
+// run's write and its fire time does to that run, on the embedded store.
+
+async function createOneShot(h: Harness, atMs: number, overrides: Partial<JobSpec> = {}): Promise<JobRecord> {
+  const [outcome] = await h.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }, overrides), h.clock.nowMs())],
+    h.clock.nowMs());
+  assert.equal(outcome!.kind, 'created');
+  return outcome!.job;
+}
+
+/** A PATCH as the service makes it: the new spec, and a new timer when the timing changed. */
+async function patchJob(h: Harness, job: JobRecord, spec: JobSpec, timer: TimerWrite | 'keep'): Promise<JobRecord> {
+  const current = (await h.store.getJob(null, job.jobId))!;
+  const outcome = await h.store.changeJob({
+    team: null, jobId: job.jobId, expectedVersion: current.version, spec, timer, nowMs: h.clock.nowMs(),
+  });
+  assert.equal(outcome.kind, 'changed');
+  return (outcome as { job: JobRecord }).job;
+}
+
+test('cancelling many jobs, or by key prefix, takes back their runs written ahead; a run already due stays', async () => {
+  const h = await harness();
+  try {
+    const atMs = startMs + 3_000;
+    const [first, second, third] = [
+      await createOneShot(h, atMs, { key: 'cart-1' }), await createOneShot(h, atMs, { key: 'cart-2' }),
+      await createOneShot(h, startMs + 1_000, { key: 'cart-3' }),
+    ];
+    await h.clock.advance(1_000);
+    assert.deepEqual((await lease(h)).map((run) => run.runId), [runIdOf(third!.jobId, startMs + 1_000)], 'the third came due');
+    assert.deepEqual((await h.store.cancelJobs(null, [first!.jobId], h.clock.nowMs())).map((job) => job?.state), ['cancelled']);
+    assert.equal(await h.store.cancelJobsByKeyPrefix('default', 'cart-', h.clock.nowMs()), 2);
+    await h.clock.advance(5_000);
+    assert.deepEqual(await lease(h), [], 'neither cancelled run is ever leased');
+    for (const job of [first!, second!]) {
+      const run = await h.store.getRun(null, runIdOf(job.jobId, atMs));
+      assert.equal(run?.status, 'cancelled');
+      assert.match(String((run.events?.at(-1)?.detail as { reason?: string }).reason), /cancelled before the run came due/);
+    }
+    assert.equal((await h.store.getRun(null, runIdOf(third!.jobId, startMs + 1_000)))?.status, 'running',
+      'the run that came due before the cancel is left to its worker');
+  } finally {
+    await h.cleanup();
+  }
+});
+
+test('a PATCH to a later time takes the run written ahead back, and the new occurrence fires at its own time', async () => {
+  const h = await harness();
+  try {
+    const atMs = startMs + 3_000;
+    const laterMs = startMs + 20_000;
+    const job = await createOneShot(h, atMs);
+    await h.clock.advance(1);
+    assertWrittenAhead(await h.store.getRun(null, runIdOf(job.jobId, atMs)), atMs, 'first occurrence', startMs);
+    await patchJob(h, job, jobSpec({ at: new Date(laterMs).toISOString() }), { fireAtMs: laterMs, scheduledAtMs: laterMs });
+    assert.equal((await h.store.getRun(null, runIdOf(job.jobId, atMs)))?.status, 'cancelled');
+    await h.clock.advance(laterMs - h.clock.nowMs() - 1);
+    assert.deepEqual(await lease(h), [], 'nothing leasable before the new time');
+    assertWrittenAhead(await h.store.getRun(null, runIdOf(job.jobId, laterMs)), laterMs, 'new occurrence');
+    await h.clock.advance(1);
+    assert.deepEqual((await lease(h)).map((run) => run.runId), [runIdOf(job.jobId, laterMs)]);
+    assert.equal((await h.store.getJob(null, job.jobId))?.state, 'done');
+  } finally {
+    await h.cleanup();
+  }
+});
+
+test('a PATCH that keeps the occurrence moves its run written ahead: a new pool at once, a new fire time with its timer', async () => {
+  const h = await harness();
+  try {
+    const atMs = startMs + 4_000;
+    const job = await createOneShot(h, atMs);
+    await h.clock.advance(1);
+    const runId = runIdOf(job.jobId, atMs);
+    // The pool changes, the timing does not: the timer is kept, the run moves pool.
+    await patchJob(h, job, jobSpec({ at: new Date(atMs).toISOString() }, { pool: 'billing' }), 'keep');
+    // Then the same `at` with jitter (tolerance): the same occurrence (run id) at a new fire time.
+    const fireAtMs = atMs + 700;
+    await patchJob(h, job, jobSpec({ at: new Date(atMs).toISOString() }, { pool: 'billing', tolerance_s: 1 }),
+      { fireAtMs, scheduledAtMs: atMs });
+    const moved = await h.store.getRun(null, runId);
+    assert.equal(moved?.status, 'ready');
+    assert.equal(moved.pool, 'billing');
+    assert.equal(moved.fireAtMs, fireAtMs);
+    assert.equal(moved.readyAtMs, fireAtMs);
+    assert.deepEqual(moved.events?.map((event) => event.type), ['dispatched', 'changed', 'changed']);
+    await h.clock.advance(fireAtMs - h.clock.nowMs() - 1);
+    assert.deepEqual(await lease(h, 'billing'), [], 'not before its new fire time');
+    assert.equal((await h.store.getJob(null, job.jobId))?.state, 'active');
+    await h.clock.advance(1);
+    assert.deepEqual(await lease(h, 'default'), [], 'gone from its old pool');
+    assert.deepEqual((await lease(h, 'billing')).map((run) => run.runId), [runId]);
+    assert.equal((await h.store.getJob(null, job.jobId))?.state, 'done', 'the moved timer only finished the job');
+    assert.equal((await h.store.listRuns({ team: null, limit: 10 })).items.length, 1, 'one run: the occurrence was not written twice');
+  } finally {
+    await h.cleanup();
+  }
+});
+
+test('a node restarted between a run written ahead and its fire time finishes the job, writing no second run', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tickler-scheduler-'));
+  const path = join(dir, 'tickler.db');
+  const clock = new VirtualClock(startMs);
+  try {
+    const first = await harness({ path, clock });
+    const atMs = startMs + 4_000;
+    const job = await createOneShot(first, atMs);
+    await clock.advance(1);
+    assertWrittenAhead(await first.store.getRun(null, runIdOf(job.jobId, atMs)), atMs, 'before the restart', startMs);
+    await first.cleanup();
+    const second = await harness({ path, clock, force: true });
+    try {
+      await clock.advance(atMs - clock.nowMs());
+      assert.equal((await second.store.getJob(null, job.jobId))?.state, 'done');
+      assert.deepEqual((await lease(second)).map((run) => run.runId), [runIdOf(job.jobId, atMs)]);
+      assert.equal(await counterValue(second.metrics, 'tickler_dispatch_duplicates_total'), 0);
+    } finally {
+      await second.cleanup();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a one-shot job with an active run is fired whole at its time: overlap is judged then, not ahead', async () => {
+  const h = await harness();
+  try {
+    const atMs = startMs + 4_000;
+    const job = await createOneShot(h, atMs, { overlap: 'forbid' });
+    const triggered = await h.store.triggerJob(null, job.jobId, startMs);
+    assert.equal(triggered?.status, 'ready');
+    await h.clock.advance(1);
+    assert.equal(await h.store.getRun(null, runIdOf(job.jobId, atMs)), null, 'not written ahead beside an active run');
+    const [leased] = await lease(h);
+    await h.store.completeRun({ team: null, runId: leased!.runId, fencingToken: leased!.fencingToken, status: 'succeeded',
+      error: null, result: null,
+      nowMs: h.clock.nowMs() });
+    await h.clock.advance(atMs - h.clock.nowMs());
+    const run = await h.store.getRun(null, runIdOf(job.jobId, atMs));
+    assert.equal(run?.status, 'ready', 'the earlier run ended before the fire time, so the occurrence runs');
+    assert.equal(run.dispatchedAtMs, atMs);
+    assert.equal((await h.store.getJob(null, job.jobId))?.state, 'done');
   } finally {
     await h.cleanup();
   }

@@ -114,7 +114,7 @@ void describe('sqlite store: timers keyed by the job seq (schema v4)', () => {
           'the old table is gone');
         assert.equal(upgraded.prepare("SELECT count(*) FROM sqlite_sequence WHERE name LIKE '%_v3'").pluck().get(), 0);
         const columns = upgraded.prepare<[], string>("SELECT name FROM pragma_table_info('timers')").pluck().all();
-        assert.deepEqual(columns, ['timer_id', 'job_seq', 'shard', 'bucket', 'fire_at', 'scheduled_at']);
+        assert.deepEqual(columns, ['timer_id', 'job_seq', 'shard', 'bucket', 'fire_at', 'scheduled_at', 'dispatched_ahead']);
       } finally {
         upgraded.close();
       }
@@ -186,6 +186,7 @@ void describe('sqlite schema v5: the dead man\'s switch column', () => {
       // Back to v4 as a v4 build left it: no column, no index.
       const raw = new Database(path);
       raw.exec('DROP INDEX jobs_watched; ALTER TABLE jobs DROP COLUMN max_silence_s;');
+      raw.exec(undoV7);
       raw.pragma('user_version = 4');
       raw.close();
       await assertOnlyWatchedAfterUpgrade(() => openSqliteStore({ path }), watched.jobId);
@@ -219,6 +220,7 @@ void describe('sqlite schema v6: run events without AUTOINCREMENT', () => {
         DROP TABLE run_events_v6;
         CREATE INDEX run_events_by_run ON run_events (run_seq);`);
       assert.equal(raw.prepare("SELECT count(*) FROM sqlite_sequence WHERE name = 'run_events'").pluck().get(), 1);
+      raw.exec(undoV7);
       raw.pragma('user_version = 5');
       raw.close();
 
@@ -243,6 +245,43 @@ void describe('sqlite schema v6: run events without AUTOINCREMENT', () => {
       assert.deepEqual(upgraded.prepare("SELECT name FROM sqlite_master WHERE tbl_name = 'run_events' AND type = 'index'")
         .pluck().all(), ['run_events_by_run']);
       upgraded.close();
+    } finally {
+      await removeDirectory();
+    }
+  });
+});
+
+/** What v7 added, taken out again, for tests that put a file back to an older version. */
+const undoV7 = 'ALTER TABLE timers DROP COLUMN dispatched_ahead;';
+
+void describe('sqlite schema v7: timers whose run was written ahead', () => {
+  void it('gives every pending timer of an older file the column, unmarked, so each fires whole as before', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    try {
+      let store = await openSqliteStore({ path });
+      const dueMs = t0Ms + minuteMs;
+      const job = await createJob(store, { timer: timerAt(dueMs) });
+      await store.close();
+      const raw = new Database(path);
+      raw.exec(undoV7);
+      raw.pragma('user_version = 6');
+      raw.close();
+      store = await openSqliteStore({ path });
+      try {
+        const [timer] = await store.loadTimers({ shards: [job.shard], untilMs: dueMs + 1, limit: 10 });
+        assert.equal(timer?.jobId, job.jobId);
+        assert.equal(timer.dispatchedAhead, undefined, 'not marked');
+        const { result } = await firePending(store, job, dueMs);
+        assert.equal(result.kind, 'dispatched', 'fired whole, as a v6 build would');
+      } finally {
+        await store.close();
+      }
+      const upgraded = new Database(path, { readonly: true });
+      try {
+        assert.equal(upgraded.pragma('user_version', { simple: true }), schemaVersion);
+      } finally {
+        upgraded.close();
+      }
     } finally {
       await removeDirectory();
     }

@@ -67,6 +67,9 @@ interface DispatchJob {
 export class Dispatcher {
   private readonly selectShardToken: Database.Statement<[number], number>;
   private readonly consumeTimer: Database.Statement<[number, number, number]>;
+  private readonly markTimerAhead: Database.Statement<[number, number, number]>;
+  private readonly selectTimerAhead: Database.Statement<[number], number>;
+  private readonly consumeAheadTimer: Database.Statement<[number, number, number]>;
   private readonly selectJob: Database.Statement<[string], DispatchJobRow>;
   private readonly selectRunStatus: Database.Statement<[string], string>;
   private readonly selectActiveRuns: Database.Statement<[string], ActiveRunRow>;
@@ -82,6 +85,12 @@ export class Dispatcher {
     // Consumes the timer only if it is still pending and still this job's (by its seq, schema
     // v4) on this shard.
     this.consumeTimer = db.prepare('DELETE FROM timers WHERE timer_id = ? AND job_seq = ? AND shard = ?');
+    // Stage 'ahead' keeps the timer, marked; stage 'finish' consumes only a marked one.
+    this.markTimerAhead = db.prepare(
+      'UPDATE timers SET dispatched_ahead = 1 WHERE timer_id = ? AND job_seq = ? AND shard = ? AND dispatched_ahead = 0');
+    this.selectTimerAhead = db.prepare<[number], number>('SELECT dispatched_ahead FROM timers WHERE timer_id = ?').pluck();
+    this.consumeAheadTimer = db.prepare(
+      'DELETE FROM timers WHERE timer_id = ? AND job_seq = ? AND shard = ? AND dispatched_ahead = 1');
     this.selectJob = db.prepare(`
       SELECT job_seq, state, team, pool, json_extract(spec, '$.lane', '$.overlap') AS lane_overlap FROM jobs WHERE job_id = ?`);
     this.selectRunStatus = db.prepare<[string], string>('SELECT status FROM runs WHERE run_id = ?').pluck();
@@ -138,6 +147,8 @@ export class Dispatcher {
     if (timerId === null) return { kind: 'timer_gone', timerId: item.timerId };
     // The job is read first: the timer names it by its seq. A job without a row has no timer.
     const row = this.selectJob.get(item.jobId);
+    if (item.stage === 'finish') return this.finishAhead(item, timerId, row, batch.nowMs);
+    if (item.stage === 'ahead' && row?.state === 'active') return this.dispatchAhead(item, timerId, row, batch);
     // A pending timer of a job that is not active should not exist: it is consumed all the
     // same, so no wheel loads it again, and fires nothing (invariant 7).
     if (row === undefined || this.consumeTimer.run(timerId, row.job_seq, item.shard).changes !== 1) {
@@ -165,8 +176,41 @@ export class Dispatcher {
     };
   }
 
+  /**
+   * Stage 'ahead': the run is written ready from its fire time and the timer stays, marked.
+   * Only for a job with no active run: overlap with one is judged at the fire time (the run
+   * may have ended by then), so such a timer is left as it was, to be fired whole.
+   */
+  private dispatchAhead(item: DispatchItem, timerId: number, row: DispatchJobRow, batch: BatchState): DispatchResult {
+    const kept = { kind: 'dispatched' as const, timerId: item.timerId, pool: row.pool, nextTimerId: item.timerId };
+    const hasActiveRun = (batch.activeRuns.get(item.jobId)?.length ?? 0) > 0;
+    if (hasActiveRun || this.markTimerAhead.run(timerId, row.job_seq, item.shard).changes !== 1) {
+      // Gone; marked by an earlier pass (whose run stands: it only awaits its finish); or
+      // left as it was for the fire time.
+      const mark = this.selectTimerAhead.get(timerId);
+      return mark === undefined
+        ? { kind: 'timer_gone', timerId: item.timerId }
+        : { ...kept, runs: [], nextTimerDispatchedAhead: mark === 1 };
+    }
+    const [lane, overlap] = JSON.parse(row.lane_overlap) as [Lane, OverlapPolicy];
+    const job: DispatchJob = { jobId: item.jobId, jobSeq: row.job_seq, team: row.team, shard: item.shard, pool: row.pool, lane, overlap };
+    const runs = item.occurrences.map((occurrence) => this.recordOccurrence(job, occurrence, item.shardToken, batch,
+      Math.max(batch.nowMs, occurrence.fireAtMs)));
+    return { ...kept, runs, nextTimerDispatchedAhead: true };
+  }
+
+  /** Stage 'finish': the marked timer is consumed and the job done; its run was written ahead. */
+  private finishAhead(item: DispatchItem, timerId: number, row: DispatchJobRow | undefined, nowMs: number): DispatchResult {
+    if (row === undefined || this.consumeAheadTimer.run(timerId, row.job_seq, item.shard).changes !== 1) {
+      return { kind: 'timer_gone', timerId: item.timerId };
+    }
+    if (row.state === 'active') this.finishJob.run(nowMs, row.job_seq);
+    return { kind: 'dispatched', timerId: item.timerId, runs: [], pool: row.pool, nextTimerId: null };
+  }
+
+  /** `readyAtMs`: when a ready run becomes leasable (now, or its fire time for one written ahead). */
   private recordOccurrence(job: DispatchJob, occurrence: OccurrenceWrite, shardToken: string,
-    batch: BatchState): DispatchedRun {
+    batch: BatchState, readyAtMs = batch.nowMs): DispatchedRun {
     const { nowMs } = batch;
     const runId = runIdOf(job.jobId, occurrence.scheduledAtMs);
     if (occurrence.status !== 'ready') {
@@ -195,8 +239,8 @@ export class Dispatcher {
       activeRuns.length = 0;
     }
     const held = decision.action === 'hold';
-    const run = this.insertRun(newRun(job, occurrence, runId, nowMs, 'ready', null, held), 'dispatched',
-      held ? JSON.stringify({ shard_token: shardToken, held: true }) : dispatchedDetail(batch, shardToken));
+    const run = this.insertRun(newRun(job, occurrence, runId, nowMs, 'ready', null, held, readyAtMs), 'dispatched',
+      held ? JSON.stringify({ shard_token: shardToken, held: true }) : dispatchedDetail(batch, shardToken, readyAtMs > nowMs));
     if (run.inserted) {
       // A later occurrence of this job in the batch sees this one as active.
       activeRuns.push({ runId, status: 'ready', held });
@@ -220,23 +264,30 @@ export class Dispatcher {
   }
 }
 
-/** The run row of an occurrence; a ready one is leasable from now, any other is final now. */
+/**
+ * The run row of an occurrence; a ready one is leasable from `readyAtMs` (now, unless written
+ * ahead of its fire time), any other is final now.
+ */
 function newRun(job: DispatchJob, occurrence: OccurrenceWrite, runId: string, nowMs: number, status: RunStatus,
-  lastError: string | null, held: boolean): NewRun {
+  lastError: string | null, held: boolean, readyAtMs = nowMs): NewRun {
   const ready = status === 'ready';
   return {
     runId, jobId: job.jobId, jobSeq: job.jobSeq, team: job.team, pool: job.pool, lane: job.lane,
     scheduledAtMs: occurrence.scheduledAtMs, fireAtMs: occurrence.fireAtMs, dispatchedAtMs: nowMs,
-    status, lastError, readyAtMs: ready ? nowMs : null, finishedAtMs: ready ? null : nowMs, held,
+    status, lastError, readyAtMs: ready ? readyAtMs : null, finishedAtMs: ready ? null : nowMs, held,
   };
 }
 
-/** The shard token in the ledger lets a history checker prove no stale token was accepted. */
-function dispatchedDetail(batch: BatchState, shardToken: string): string {
-  let detail = batch.dispatchedDetails.get(shardToken);
+/**
+ * The shard token in the ledger lets a history checker prove no stale token was accepted; a
+ * run written ahead of its fire time says so (`ahead`), its `ready_at` being the fire time.
+ */
+function dispatchedDetail(batch: BatchState, shardToken: string, ahead: boolean): string {
+  const cacheKey = ahead ? `${shardToken} ahead` : shardToken;
+  let detail = batch.dispatchedDetails.get(cacheKey);
   if (detail === undefined) {
-    detail = JSON.stringify({ shard_token: shardToken });
-    batch.dispatchedDetails.set(shardToken, detail);
+    detail = JSON.stringify(ahead ? { shard_token: shardToken, ahead: true } : { shard_token: shardToken });
+    batch.dispatchedDetails.set(cacheKey, detail);
   }
   return detail;
 }

@@ -20,6 +20,17 @@ export interface WriteEffects {
   readyPools: string[];
 }
 
+/** A run written ahead of its fire time, not due yet (`JobWrites.selectRunAhead`). */
+interface RunAheadRow {
+  run_seq: number;
+  scheduled_at: number;
+  fire_at: number;
+  pool: string;
+  lane: string;
+}
+
+const jobCancelledReason = 'the job was cancelled before the run came due';
+
 /** The highest code point; a key range `[prefix, prefix + it)` holds every key starting with prefix. */
 const codePointMax = String.fromCodePoint(0x10ffff);
 
@@ -88,6 +99,9 @@ export class JobWrites {
   private readonly markCancelled: Database.Statement<[number, string]>;
   private readonly selectHasTimer: Database.Statement<[number], number>;
   private readonly selectLastJobSeq: Database.Statement<[], number>;
+  private readonly selectRunAhead: Database.Statement<[number, number], RunAheadRow>;
+  private readonly cancelRunAhead: Database.Statement<[number, number]>;
+  private readonly moveRunAhead: Database.Statement<[number, number, string, string, number]>;
   /** The seq the next job created takes; read at the start of each create, inside its transaction. */
   private nextJobSeq = 0;
 
@@ -117,6 +131,15 @@ export class JobWrites {
       UPDATE jobs SET state = 'cancelled', version = version + 1, updated_at = ? WHERE job_id = ?`);
     this.selectHasTimer = db.prepare<[number], number>('SELECT 1 FROM timers WHERE job_seq = ?').pluck();
     this.selectLastJobSeq = db.prepare<[], number>('SELECT coalesce(max(job_seq), 0) FROM jobs').pluck();
+    // The run a dispatch wrote ahead for the job's marked timer, while it is not due yet: at
+    // most one (a one-shot job's only occurrence), through runs_active_by_job.
+    this.selectRunAhead = db.prepare(`
+      SELECT r.run_seq, r.scheduled_at, r.fire_at, r.pool, r.lane
+      FROM timers t JOIN runs r ON r.job_seq = t.job_seq AND r.finished_at IS NULL
+      WHERE t.job_seq = ? AND t.dispatched_ahead = 1 AND r.status = 'ready' AND r.ready_at > ?`);
+    this.cancelRunAhead = db.prepare(`
+      UPDATE runs SET status = 'cancelled', finished_at = ?, held = 0, ready_at = NULL WHERE run_seq = ?`);
+    this.moveRunAhead = db.prepare('UPDATE runs SET fire_at = ?, ready_at = ?, pool = ?, lane = ? WHERE run_seq = ?');
   }
 
   /**
@@ -210,8 +233,12 @@ export class JobWrites {
         version: current.version + 1,
         updatedAtMs: change.nowMs,
       };
+      const runAhead = this.selectRunAhead.get(row.job_seq, change.nowMs);
       if (change.timer !== 'keep') {
-        this.setTimer(job, row.job_seq, change.timer, near);
+        this.setTimer(job, row.job_seq, change.timer, near, runAhead, change.nowMs);
+      } else if (runAhead !== undefined) {
+        this.moveRunAhead.run(runAhead.fire_at, runAhead.fire_at, job.spec.pool, job.spec.lane, runAhead.run_seq);
+        this.noteRunAheadChanged(runAhead, { fire_at: runAhead.fire_at, pool: job.spec.pool, lane: job.spec.lane }, change.nowMs);
       }
       this.updateJob.run(jobToParams(job));
       return { kind: 'changed', job };
@@ -220,18 +247,53 @@ export class JobWrites {
     return { outcome, effects: { nearTimers: near.timers, readyPools: [] } };
   }
 
-  /** Replaces (or with null, deletes) the job's pending timer and mirrors it on the record. */
-  private setTimer(job: JobRecord, jobSeq: number, timer: TimerWrite | null, near: NearTimerBatch): void {
+  /**
+   * Replaces (or with null, deletes) the job's pending timer and mirrors it on the record. A
+   * run written ahead for the old timer and not due yet is taken back (cancelled), or, when
+   * the new timer is the same occurrence (its run id), moved to the new fire time and pool:
+   * the new timer is then marked as its, so it is only finished.
+   */
+  private setTimer(job: JobRecord, jobSeq: number, timer: TimerWrite | null, near: NearTimerBatch,
+    runAhead?: RunAheadRow, nowMs?: number): void {
+    const sameOccurrence = runAhead !== undefined && timer !== null && timer.scheduledAtMs === runAhead.scheduled_at;
+    if (runAhead !== undefined && nowMs !== undefined) {
+      if (sameOccurrence) {
+        this.moveRunAhead.run(timer.fireAtMs, timer.fireAtMs, job.spec.pool, job.spec.lane, runAhead.run_seq);
+        this.noteRunAheadChanged(runAhead, { fire_at: timer.fireAtMs, pool: job.spec.pool, lane: job.spec.lane }, nowMs);
+      } else {
+        this.takeBackRunAhead(runAhead, nowMs, 'the job was changed before the run came due');
+      }
+    }
     if (timer === null) {
       this.timers.delete(jobSeq);
       job.nextFireAtMs = null;
       job.nextScheduledAtMs = null;
       return;
     }
-    const timerId = this.timers.replace(jobSeq, job.shard, timer);
+    const timerId = this.timers.replace(jobSeq, job.shard, timer, sameOccurrence);
     job.nextFireAtMs = timer.fireAtMs;
     job.nextScheduledAtMs = timer.scheduledAtMs;
-    near.add(timerId, job.jobId, job.shard, timer, job.version, job.spec);
+    near.add(timerId, job.jobId, job.shard, timer, job.version, job.spec, sameOccurrence);
+  }
+
+  /** A run written ahead and not due yet is cancelled with its job (or its old timing): it never came due. */
+  private takeBackRunAhead(runAhead: RunAheadRow, nowMs: number, reason: string): void {
+    this.cancelRunAhead.run(nowMs, runAhead.run_seq);
+    this.runs.eventOfSeq(runAhead.run_seq, nowMs, 'cancelled', 'ready', 'cancelled', JSON.stringify({ reason }));
+  }
+
+  /** The ledger says what a change did to a run written ahead, when it changed anything. */
+  private noteRunAheadChanged(runAhead: RunAheadRow, now: { fire_at: number; pool: string; lane: string }, nowMs: number): void {
+    if (now.fire_at === runAhead.fire_at && now.pool === runAhead.pool && now.lane === runAhead.lane) return;
+    this.runs.eventOfSeq(runAhead.run_seq, nowMs, 'changed', 'ready', 'ready',
+      JSON.stringify({ reason: 'the job was changed before the run came due', ...now }));
+  }
+
+  /** Deletes the job's pending timer, taking back a run written ahead for it that is not due yet. */
+  private deleteTimer(jobSeq: number, nowMs: number, reason: string): void {
+    const runAhead = this.selectRunAhead.get(jobSeq, nowMs);
+    if (runAhead !== undefined) this.takeBackRunAhead(runAhead, nowMs, reason);
+    this.timers.delete(jobSeq);
   }
 
   cancel(team: TeamScope, jobId: string, nowMs: number): JobRecord | null {
@@ -246,7 +308,7 @@ export class JobWrites {
     const row = this.getVisible(team, jobId);
     if (row === undefined) return null;
     if (row.state !== 'cancelled') {
-      this.timers.delete(row.job_seq);
+      this.deleteTimer(row.job_seq, nowMs, jobCancelledReason);
       this.markCancelled.run(nowMs, jobId);
     }
     return jobFromRow(this.selectJob.get(jobId)!);
@@ -256,7 +318,7 @@ export class JobWrites {
     const apply = (): number => {
       const jobs = this.selectPrefixJobs.all(team, prefix, prefix + codePointMax, [...prefix].length, prefix);
       for (const { job_id: jobId, job_seq: jobSeq } of jobs) {
-        this.timers.delete(jobSeq);
+        this.deleteTimer(jobSeq, nowMs, jobCancelledReason);
         this.markCancelled.run(nowMs, jobId);
       }
       return jobs.length;

@@ -82,6 +82,7 @@ export interface TimerWithJobRow {
   scheduled_at: number;
   version: number;
   spec: string;
+  dispatched_ahead: number;
 }
 
 export interface ShardLeaseRow {
@@ -168,6 +169,7 @@ export function loadedTimerFromRow(row: TimerWithJobRow): LoadedTimer {
     scheduledAtMs: row.scheduled_at,
     jobVersion: row.version,
     spec: JSON.parse(row.spec) as JobSpec,
+    ...(row.dispatched_ahead === 1 ? { dispatchedAhead: true } : {}),
   };
 }
 

@@ -305,6 +305,13 @@ const migrations: readonly string[] = [
   -- Built after the copy (a sorted build), under the old name.
   CREATE INDEX run_events_by_run ON run_events (run_seq);
   `,
+  `
+  -- v7: a one-shot job's run may be written ahead of its fire time (dispatch.ts, stage
+  -- 'ahead'). Its timer then stays pending until the fire time, marked here, and the job stays
+  -- active: a change to the job before then takes the run back or moves it (job-writes.ts),
+  -- and the fire time only consumes the timer and finishes the job (stage 'finish').
+  ALTER TABLE timers ADD COLUMN dispatched_ahead INTEGER NOT NULL DEFAULT 0;
+  `,
 ];
 
 export const schemaVersion = migrations.length;

@@ -113,6 +113,7 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
 
 export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
+  readonly dispatchesAhead = true;
   private readonly notifier: Notifier;
   private readonly jobWrites: JobWrites;
   private readonly dispatcher: Dispatcher;

@@ -61,24 +61,28 @@ export class TokenSequence {
  * timers_one_pending_per_job lands beside those of jobs created with it.
  */
 export class TimerTable {
-  private readonly insert: Database.Statement<[number, number, number, number, number]>;
+  private readonly insert: Database.Statement<[number, number, number, number, number, number]>;
   private readonly deleteByJob: Database.Statement<[number]>;
 
   constructor(db: Database.Database) {
     this.insert = db.prepare(
-      'INSERT INTO timers (job_seq, shard, bucket, fire_at, scheduled_at) VALUES (?, ?, ?, ?, ?)');
+      'INSERT INTO timers (job_seq, shard, bucket, fire_at, scheduled_at, dispatched_ahead) VALUES (?, ?, ?, ?, ?, ?)');
     this.deleteByJob = db.prepare('DELETE FROM timers WHERE job_seq = ?');
   }
 
-  /** Writes the job's one pending timer, replacing any; answers the new timer id. */
-  replace(jobSeq: number, shard: number, timer: TimerWrite): number {
+  /**
+   * Writes the job's one pending timer, replacing any; answers the new timer id. `dispatchedAhead`:
+   * the timer's run is written already (a change moved it), so firing it only finishes the job.
+   */
+  replace(jobSeq: number, shard: number, timer: TimerWrite, dispatchedAhead = false): number {
     this.deleteByJob.run(jobSeq);
-    return this.insertNew(jobSeq, shard, timer);
+    return this.insertNew(jobSeq, shard, timer, dispatchedAhead);
   }
 
   /** Writes a timer for a job known to have none (a fresh create, or a dispatch that consumed it). */
-  insertNew(jobSeq: number, shard: number, timer: TimerWrite): number {
-    const info = this.insert.run(jobSeq, shard, bucketOf(timer.fireAtMs), timer.fireAtMs, timer.scheduledAtMs);
+  insertNew(jobSeq: number, shard: number, timer: TimerWrite, dispatchedAhead = false): number {
+    const info = this.insert.run(jobSeq, shard, bucketOf(timer.fireAtMs), timer.fireAtMs, timer.scheduledAtMs,
+      dispatchedAhead ? 1 : 0);
     return Number(info.lastInsertRowid);
   }
 
@@ -96,11 +100,12 @@ export class NearTimerBatch {
 
   constructor(private readonly horizonEndMs: number, private readonly enabled: boolean) {}
 
-  add(timerId: number, jobId: string, shard: number, timer: TimerWrite, jobVersion: number, spec: JobSpec): void {
+  add(timerId: number, jobId: string, shard: number, timer: TimerWrite, jobVersion: number, spec: JobSpec,
+    dispatchedAhead = false): void {
     if (!this.enabled || timer.fireAtMs >= this.horizonEndMs) return;
     this.timers.push({
       timerId: String(timerId), jobId, shard, fireAtMs: timer.fireAtMs, scheduledAtMs: timer.scheduledAtMs,
-      jobVersion, spec,
+      jobVersion, spec, ...(dispatchedAhead ? { dispatchedAhead: true } : {}),
     });
   }
 }
