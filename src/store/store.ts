@@ -148,6 +148,7 @@ export type DispatchResult =
       kind: 'dispatched';
       timerId: string;
       runs: { runId: string; status: RunStatus; inserted: boolean }[];
+      /** The job's pool; empty for a `finish`, which reads no job row. */
       pool: string;
       /**
        * Id of the next timer written from `nextTimer` (null when none), so the owner can wheel

@@ -69,7 +69,8 @@ export class Dispatcher {
   private readonly consumeTimer: Database.Statement<[number, number, number]>;
   private readonly markTimerAhead: Database.Statement<[number, number, number]>;
   private readonly selectTimerAhead: Database.Statement<[number], number>;
-  private readonly consumeAheadTimer: Database.Statement<[number, number, number]>;
+  private readonly consumeAheadTimer: Database.Statement<[number, number], number>;
+  private readonly finishActiveJob: Database.Statement<[number, number]>;
   private readonly selectJob: Database.Statement<[string], DispatchJobRow>;
   private readonly selectRunStatus: Database.Statement<[string], string>;
   private readonly selectActiveRuns: Database.Statement<[string], ActiveRunRow>;
@@ -89,8 +90,11 @@ export class Dispatcher {
     this.markTimerAhead = db.prepare(
       'UPDATE timers SET dispatched_ahead = 1 WHERE timer_id = ? AND job_seq = ? AND shard = ? AND dispatched_ahead = 0');
     this.selectTimerAhead = db.prepare<[number], number>('SELECT dispatched_ahead FROM timers WHERE timer_id = ?').pluck();
-    this.consumeAheadTimer = db.prepare(
-      'DELETE FROM timers WHERE timer_id = ? AND job_seq = ? AND shard = ? AND dispatched_ahead = 1');
+    // The finish reads no job row (a herd's finishes run at its instant): the timer names it.
+    this.consumeAheadTimer = db.prepare<[number, number], number>(
+      'DELETE FROM timers WHERE timer_id = ? AND shard = ? AND dispatched_ahead = 1 RETURNING job_seq').pluck();
+    this.finishActiveJob = db.prepare(
+      "UPDATE jobs SET state = 'done', version = version + 1, updated_at = ? WHERE job_seq = ? AND state = 'active'");
     this.selectJob = db.prepare(`
       SELECT job_seq, state, team, pool, json_extract(spec, '$.lane', '$.overlap') AS lane_overlap FROM jobs WHERE job_id = ?`);
     this.selectRunStatus = db.prepare<[string], string>('SELECT status FROM runs WHERE run_id = ?').pluck();
@@ -145,9 +149,9 @@ export class Dispatcher {
     }
     const timerId = parseDecimalId(item.timerId);
     if (timerId === null) return { kind: 'timer_gone', timerId: item.timerId };
+    if (item.stage === 'finish') return this.finishAhead(item, timerId, batch.nowMs);
     // The job is read first: the timer names it by its seq. A job without a row has no timer.
     const row = this.selectJob.get(item.jobId);
-    if (item.stage === 'finish') return this.finishAhead(item, timerId, row, batch.nowMs);
     if (item.stage === 'ahead' && row?.state === 'active') return this.dispatchAhead(item, timerId, row, batch);
     // A pending timer of a job that is not active should not exist: it is consumed all the
     // same, so no wheel loads it again, and fires nothing (invariant 7).
@@ -199,13 +203,16 @@ export class Dispatcher {
     return { ...kept, runs, nextTimerDispatchedAhead: true };
   }
 
-  /** Stage 'finish': the marked timer is consumed and the job done; its run was written ahead. */
-  private finishAhead(item: DispatchItem, timerId: number, row: DispatchJobRow | undefined, nowMs: number): DispatchResult {
-    if (row === undefined || this.consumeAheadTimer.run(timerId, row.job_seq, item.shard).changes !== 1) {
-      return { kind: 'timer_gone', timerId: item.timerId };
-    }
-    if (row.state === 'active') this.finishJob.run(nowMs, row.job_seq);
-    return { kind: 'dispatched', timerId: item.timerId, runs: [], pool: row.pool, nextTimerId: null };
+  /**
+   * Stage 'finish': the marked timer is consumed and the job, if still active, done; its run
+   * was written ahead. A timer is only ever its job's (the job_seq it names), so the finish
+   * needs no read of the job: at a herd's instant that read was half of each finish.
+   */
+  private finishAhead(item: DispatchItem, timerId: number, nowMs: number): DispatchResult {
+    const jobSeq = this.consumeAheadTimer.get(timerId, item.shard);
+    if (jobSeq === undefined) return { kind: 'timer_gone', timerId: item.timerId };
+    this.finishActiveJob.run(nowMs, jobSeq);
+    return { kind: 'dispatched', timerId: item.timerId, runs: [], pool: '', nextTimerId: null };
   }
 
   /** `readyAtMs`: when a ready run becomes leasable (now, or its fire time for one written ahead). */
