@@ -41,6 +41,7 @@ export const chaosTiming: TimingConfig = {
   reconcileIntervalMs: 5_000,
   leaseSweepIntervalMs: 250,
   dispatchAheadMs: 2_000,
+  dispatchAheadMinTimers: 256,
 };
 const workerLeaseS = 5;
 /** Inside a fault window a fire may be late by one lease TTL plus 2 s of loading (issue 4). */

@@ -264,7 +264,9 @@ export class Scheduler {
       try {
         for (;;) {
           if (this.stopped) return;
-          const due = this.wheel.advance(this.options.clock.nowMs());
+          const nowMs = this.options.clock.nowMs();
+          const due = this.notHerdsBackToTheirTime(this.wheel.advance(nowMs), nowMs);
+          // Empty also when every due timer went back to its own time: those are not due yet.
           if (due.length === 0) return;
           const outcome = await this.dispatcher.dispatch(due);
           this.requeue(outcome.nextTimers);
@@ -285,6 +287,29 @@ export class Scheduler {
       }
     });
     return this.firing;
+  }
+
+  /**
+   * One-shot timers wheeled early (`wheelAtMs`) are dispatched ahead only as part of a herd:
+   * at least `dispatchAheadMinTimers` of them due in one wheel tick. The others go back into
+   * the wheel at their own fire time, to be fired whole then.
+   */
+  private notHerdsBackToTheirTime(due: LoadedTimer[], nowMs: number): LoadedTimer[] {
+    if (this.dispatchAheadMs === 0) return due;
+    const early = (timer: LoadedTimer): boolean => timer.dispatchedAhead !== true && isOneShot(timer) && timer.fireAtMs > nowMs;
+    const perTick = new Map<number, number>();
+    for (const timer of due) {
+      if (!early(timer)) continue;
+      const tick = Math.floor(timer.fireAtMs / wheelTickMs);
+      perTick.set(tick, (perTick.get(tick) ?? 0) + 1);
+    }
+    if (perTick.size === 0) return due;
+    const herdMin = this.options.timing.dispatchAheadMinTimers;
+    return due.filter((timer) => {
+      if (!early(timer) || perTick.get(Math.floor(timer.fireAtMs / wheelTickMs))! >= herdMin) return true;
+      this.wheel.insert(timer.timerId, timer.fireAtMs, timer);
+      return false;
+    });
   }
 
   /**

@@ -19,7 +19,9 @@ import type { JobRecord, JobSpec, RunRecord } from '../../src/domain/types.js';
 import { jobInput, jobSpec } from '../fixtures/jobs.js';
 
 const startMs = Date.parse('2026-11-29T00:00:00.000Z');
-const timing: TimingConfig = { ...timingDefaults };
+// Every one-shot timer counts as a herd here (`dispatchAheadMinTimers` 1), so that the tests
+// of dispatching ahead need one job each; the herd threshold itself has its own test.
+const timing: TimingConfig = { ...timingDefaults, dispatchAheadMinTimers: 1 };
 
 interface Harness {
   store: Store;
@@ -600,6 +602,29 @@ test('a one-shot job with an active run is fired whole at its time: overlap is j
     assert.equal(run?.status, 'ready', 'the earlier run ended before the fire time, so the occurrence runs');
     assert.equal(run.dispatchedAtMs, atMs);
     assert.equal((await h.store.getJob(null, job.jobId))?.state, 'done');
+  } finally {
+    await h.cleanup();
+  }
+});
+
+test('only a herd is dispatched ahead: a timer alone in its tick waits for its own time, as before', async () => {
+  const h = await harness({ timing: { ...timing, dispatchAheadMinTimers: timingDefaults.dispatchAheadMinTimers } });
+  try {
+    const herdAtMs = startMs + 60_000;
+    const aloneAtMs = startMs + 60_020; // two wheel ticks later
+    const herd = await h.store.createJobs(Array.from({ length: timingDefaults.dispatchAheadMinTimers }, () =>
+      jobInput(jobSpec({ at: new Date(herdAtMs).toISOString() }), startMs)), startMs);
+    const alone = await createOneShot(h, aloneAtMs);
+    await h.clock.advance(60_000 - timing.dispatchAheadMs);
+    for (const outcome of [herd[0]!, herd.at(-1)!]) {
+      assertWrittenAhead(await h.store.getRun(null, runIdOf(outcome.job.jobId, herdAtMs)), herdAtMs, 'a herd member');
+    }
+    assert.equal(await h.store.getRun(null, runIdOf(alone.jobId, aloneAtMs)), null, 'the lone timer is not written ahead');
+    await h.clock.advance(timing.dispatchAheadMs + 20);
+    const run = await h.store.getRun(null, runIdOf(alone.jobId, aloneAtMs));
+    assert.equal(run?.dispatchedAtMs, aloneAtMs, 'fired whole at its time');
+    assert.equal((await h.store.getJob(null, alone.jobId))?.state, 'done');
+    assert.equal((await h.store.getJob(null, herd[0]!.job.jobId))?.state, 'done');
   } finally {
     await h.cleanup();
   }

@@ -70,7 +70,7 @@ export class Dispatcher {
   private readonly markTimerAhead: Database.Statement<[number, number, number]>;
   private readonly selectTimerAhead: Database.Statement<[number], number>;
   private readonly consumeAheadTimer: Database.Statement<[number, number], number>;
-  private readonly finishActiveJob: Database.Statement<[number, number]>;
+  private readonly finishActiveJob: Database.Statement<[number, number], string>;
   private readonly selectJob: Database.Statement<[string], DispatchJobRow>;
   private readonly selectRunStatus: Database.Statement<[string], string>;
   private readonly selectActiveRuns: Database.Statement<[string], ActiveRunRow>;
@@ -93,8 +93,9 @@ export class Dispatcher {
     // The finish reads no job row (a herd's finishes run at its instant): the timer names it.
     this.consumeAheadTimer = db.prepare<[number, number], number>(
       'DELETE FROM timers WHERE timer_id = ? AND shard = ? AND dispatched_ahead = 1 RETURNING job_seq').pluck();
-    this.finishActiveJob = db.prepare(
-      "UPDATE jobs SET state = 'done', version = version + 1, updated_at = ? WHERE job_seq = ? AND state = 'active'");
+    this.finishActiveJob = db.prepare<[number, number], string>(
+      "UPDATE jobs SET state = 'done', version = version + 1, updated_at = ? WHERE job_seq = ? AND state = 'active' RETURNING pool")
+      .pluck();
     this.selectJob = db.prepare(`
       SELECT job_seq, state, team, pool, json_extract(spec, '$.lane', '$.overlap') AS lane_overlap FROM jobs WHERE job_id = ?`);
     this.selectRunStatus = db.prepare<[string], string>('SELECT status FROM runs WHERE run_id = ?').pluck();
@@ -149,7 +150,7 @@ export class Dispatcher {
     }
     const timerId = parseDecimalId(item.timerId);
     if (timerId === null) return { kind: 'timer_gone', timerId: item.timerId };
-    if (item.stage === 'finish') return this.finishAhead(item, timerId, batch.nowMs);
+    if (item.stage === 'finish') return this.finishAhead(item, timerId, batch);
     // The job is read first: the timer names it by its seq. A job without a row has no timer.
     const row = this.selectJob.get(item.jobId);
     if (item.stage === 'ahead' && row?.state === 'active') return this.dispatchAhead(item, timerId, row, batch);
@@ -208,11 +209,14 @@ export class Dispatcher {
    * was written ahead. A timer is only ever its job's (the job_seq it names), so the finish
    * needs no read of the job: at a herd's instant that read was half of each finish.
    */
-  private finishAhead(item: DispatchItem, timerId: number, nowMs: number): DispatchResult {
+  private finishAhead(item: DispatchItem, timerId: number, batch: BatchState): DispatchResult {
     const jobSeq = this.consumeAheadTimer.get(timerId, item.shard);
     if (jobSeq === undefined) return { kind: 'timer_gone', timerId: item.timerId };
-    this.finishActiveJob.run(nowMs, jobSeq);
-    return { kind: 'dispatched', timerId: item.timerId, runs: [], pool: '', nextTimerId: null };
+    const pool = this.finishActiveJob.get(batch.nowMs, jobSeq);
+    // Its run comes due now: parked waiters are served in this transaction, as by a whole
+    // dispatch, not by a lease transaction of their own after the ready timer wakes them.
+    if (pool !== undefined) batch.readyPools.push(pool);
+    return { kind: 'dispatched', timerId: item.timerId, runs: [], pool: pool ?? '', nextTimerId: null };
   }
 
   /** `readyAtMs`: when a ready run becomes leasable (now, or its fire time for one written ahead). */
@@ -252,7 +256,8 @@ export class Dispatcher {
       // A later occurrence of this job in the batch sees this one as active.
       activeRuns.push({ runId, status: 'ready', held });
       batch.activeRuns.set(job.jobId, activeRuns);
-      if (!held) batch.readyPools.push(job.pool);
+      // A run written ahead is not leasable yet: its finish announces it, at its fire time.
+      if (!held && readyAtMs <= nowMs) batch.readyPools.push(job.pool);
     }
     return run;
   }
