@@ -30,6 +30,7 @@ interface RunAheadRow {
 }
 
 const jobCancelledReason = 'the job was cancelled before the run came due';
+const jobChangedReason = 'the job was changed before the run came due';
 
 /** The highest code point; a key range `[prefix, prefix + it)` holds every key starting with prefix. */
 const codePointMax = String.fromCodePoint(0x10ffff);
@@ -237,8 +238,7 @@ export class JobWrites {
       if (change.timer !== 'keep') {
         this.setTimer(job, row.job_seq, change.timer, near, runAhead, change.nowMs);
       } else if (runAhead !== undefined) {
-        this.moveRunAhead.run(runAhead.fire_at, runAhead.fire_at, job.spec.pool, job.spec.lane, runAhead.run_seq);
-        this.noteRunAheadChanged(runAhead, { fire_at: runAhead.fire_at, pool: job.spec.pool, lane: job.spec.lane }, change.nowMs);
+        this.moveRunAheadTo(runAhead, runAhead.fire_at, job, change.nowMs);
       }
       this.updateJob.run(jobToParams(job));
       return { kind: 'changed', job };
@@ -257,12 +257,8 @@ export class JobWrites {
     runAhead?: RunAheadRow, nowMs?: number): void {
     const sameOccurrence = runAhead !== undefined && timer !== null && timer.scheduledAtMs === runAhead.scheduled_at;
     if (runAhead !== undefined && nowMs !== undefined) {
-      if (sameOccurrence) {
-        this.moveRunAhead.run(timer.fireAtMs, timer.fireAtMs, job.spec.pool, job.spec.lane, runAhead.run_seq);
-        this.noteRunAheadChanged(runAhead, { fire_at: timer.fireAtMs, pool: job.spec.pool, lane: job.spec.lane }, nowMs);
-      } else {
-        this.takeBackRunAhead(runAhead, nowMs, 'the job was changed before the run came due');
-      }
+      if (sameOccurrence) this.moveRunAheadTo(runAhead, timer.fireAtMs, job, nowMs);
+      else this.takeBackRunAhead(runAhead, nowMs, jobChangedReason);
     }
     if (timer === null) {
       this.timers.delete(jobSeq);
@@ -282,11 +278,16 @@ export class JobWrites {
     this.runs.eventOfSeq(runAhead.run_seq, nowMs, 'cancelled', 'ready', 'cancelled', JSON.stringify({ reason }));
   }
 
-  /** The ledger says what a change did to a run written ahead, when it changed anything. */
-  private noteRunAheadChanged(runAhead: RunAheadRow, now: { fire_at: number; pool: string; lane: string }, nowMs: number): void {
-    if (now.fire_at === runAhead.fire_at && now.pool === runAhead.pool && now.lane === runAhead.lane) return;
+  /**
+   * A run written ahead follows its job to a new fire time, pool or lane (still the same
+   * occurrence); the ledger says what changed, when anything did.
+   */
+  private moveRunAheadTo(runAhead: RunAheadRow, fireAtMs: number, job: JobRecord, nowMs: number): void {
+    const { pool, lane } = job.spec;
+    if (fireAtMs === runAhead.fire_at && pool === runAhead.pool && lane === runAhead.lane) return;
+    this.moveRunAhead.run(fireAtMs, fireAtMs, pool, lane, runAhead.run_seq);
     this.runs.eventOfSeq(runAhead.run_seq, nowMs, 'changed', 'ready', 'ready',
-      JSON.stringify({ reason: 'the job was changed before the run came due', ...now }));
+      JSON.stringify({ reason: jobChangedReason, fire_at: fireAtMs, pool, lane }));
   }
 
   /** Deletes the job's pending timer, taking back a run written ahead for it that is not due yet. */
