@@ -57,6 +57,16 @@ async function harness(options: {
   };
 }
 
+/** A database file in a directory of its own, removed afterwards: for tests that restart a node on it. */
+async function withDatabaseFile(fn: (path: string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'tickler-restart-'));
+  try {
+    await fn(join(dir, 'tickler.db'));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function counterValue(metrics: Metrics, name: string): Promise<number> {
   const metric = (await metrics.registry.getMetricsAsJSON()).find((entry) => entry.name === name);
   return (metric?.values ?? []).reduce((sum, value) => sum + Number(value.value), 0);
@@ -194,29 +204,23 @@ test('a node whose shards were taken is fenced at the sink and counts it (invari
   }
 });
 
-test('timers due while no scheduler ran fire late, not never, after a restart', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tickler-restart-'));
-  const path = join(dir, 'tickler.db');
+test('timers due while no scheduler ran fire late, not never, after a restart', () => withDatabaseFile(async (path) => {
+  const first = await harness({ path, nodeId: 'node-a' });
+  const atMs = startMs + 60_000;
+  const [outcome] = await first.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)], startMs);
+  const jobId = outcome!.job.jobId;
+  await first.cleanup();
+  const later = new VirtualClock(startMs + 3_600_000);
+  const second = await harness({ path, clock: later, nodeId: 'node-a2' });
   try {
-    const first = await harness({ path, nodeId: 'node-a' });
-    const atMs = startMs + 60_000;
-    const [outcome] = await first.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)], startMs);
-    const jobId = outcome!.job.jobId;
-    await first.cleanup();
-    const later = new VirtualClock(startMs + 3_600_000);
-    const second = await harness({ path, clock: later, nodeId: 'node-a2' });
-    try {
-      await later.advance(0);
-      const run = await second.store.getRun(null, runIdOf(jobId, atMs));
-      assert.equal(run?.status, 'ready');
-      assert.equal(run?.dispatchedAtMs, startMs + 3_600_000);
-    } finally {
-      await second.cleanup();
-    }
+    await later.advance(0);
+    const run = await second.store.getRun(null, runIdOf(jobId, atMs));
+    assert.equal(run?.status, 'ready');
+    assert.equal(run?.dispatchedAtMs, startMs + 3_600_000);
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    await second.cleanup();
   }
-});
+}));
 
 test('the reconciler gives an active recurring job without a timer its next one back', async () => {
   const h = await harness();
@@ -559,11 +563,9 @@ test('a PATCH that keeps the occurrence moves its run written ahead: a new pool 
   }
 });
 
-test('a node restarted between a run written ahead and its fire time finishes the job, writing no second run', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tickler-scheduler-'));
-  const path = join(dir, 'tickler.db');
-  const clock = new VirtualClock(startMs);
-  try {
+test('a node restarted between a run written ahead and its fire time finishes the job, writing no second run',
+  () => withDatabaseFile(async (path) => {
+    const clock = new VirtualClock(startMs);
     const first = await harness({ path, clock });
     const atMs = startMs + 4_000;
     const job = await createOneShot(first, atMs);
@@ -579,10 +581,7 @@ test('a node restarted between a run written ahead and its fire time finishes th
     } finally {
       await second.cleanup();
     }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+  }));
 
 test('a one-shot job with an active run is fired whole at its time: overlap is judged then, not ahead', async () => {
   const h = await harness();
