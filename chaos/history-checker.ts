@@ -248,10 +248,15 @@ function checkOccurrence(occurrence: Occurrence, observations: Observations, fau
 
 /**
  * When the ledger says the run was dispatched (made ready); null for a run that never was:
- * a skipped occurrence carries a `dispatched_at` too, the time it was decided.
+ * a skipped occurrence carries a `dispatched_at` too, the time it was decided. A run written
+ * ahead of its fire time (its `dispatched` event says `ahead`) was made ready from its
+ * `fire_at`, not when it was written: no lease could take it before. A lease seen earlier
+ * than that is still early (it is a `dispatch` observation of its own).
  */
 function ledgerDispatchedAt(ledger: LedgerRunRecord): number | null {
-  return ledger.status.startsWith('skipped_') ? null : ledger.dispatchedAtMs;
+  if (ledger.status.startsWith('skipped_') || ledger.dispatchedAtMs === null) return null;
+  const writtenAhead = ledger.events.some((event) => event.type === 'dispatched' && event.ahead === true);
+  return writtenAhead ? Math.max(ledger.dispatchedAtMs, ledger.fireAtMs) : ledger.dispatchedAtMs;
 }
 
 /** Dispatches and ledger runs that match no occurrence of an acknowledged job. */

@@ -157,6 +157,8 @@ export interface LedgerRunEvent {
   type: string;
   toStatus: string | null;
   attempt?: number;
+  /** A `dispatched` event of a run written ahead of its fire time (leasable from its `fire_at`). */
+  ahead?: true;
 }
 
 /** One run of the ledger dump, taken after the drain. */

@@ -36,6 +36,7 @@ function eventsOf(run: Run): LedgerRunEvent[] {
       type: event.type,
       toStatus: event.to_status ?? null,
       ...(typeof attempt === 'number' ? { attempt } : {}),
+      ...(event.type === 'dispatched' && event.detail?.['ahead'] === true ? { ahead: true as const } : {}),
     };
   });
 }

@@ -7,7 +7,7 @@
  * artifacts directory.
  *
  * Usage: npm run chaos -- --seconds 120 --seed N [--pg-url postgres://...] [--artifacts DIR]
- *        [--keep-db] [--port-base 17000] [--lag-bound-ms 1000] [--no-faults]
+ *        [--keep-db] [--port-base 17000] [--lag-bound-ms 1000] [--no-faults] [--dispatch-ahead-min-timers 256]
  */
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -59,6 +59,12 @@ interface RunArguments {
   lagBoundMs: number;
   /** A baseline run: the same workload, no faults. */
   noFaults: boolean;
+  /**
+   * The scheduler nodes' herd size for writing one-shot runs ahead (TimingConfig
+   * `dispatchAheadMinTimers`); 1 sends every one-shot timer through the two stages, so
+   * cancels racing the fire time meet runs already written.
+   */
+  dispatchAheadMinTimers: number;
 }
 
 function parseArguments(argv: string[]): RunArguments {
@@ -67,6 +73,7 @@ function parseArguments(argv: string[]): RunArguments {
     artifacts: { type: 'string' }, 'keep-db': { type: 'boolean', default: false },
     'port-base': { type: 'string', default: '17000' }, 'lag-bound-ms': { type: 'string', default: '1000' },
     'no-faults': { type: 'boolean', default: false },
+    'dispatch-ahead-min-timers': { type: 'string', default: String(chaosTiming.dispatchAheadMinTimers) },
   } });
   const integer = (text: string, name: string): number => {
     const value = Number(text);
@@ -79,6 +86,7 @@ function parseArguments(argv: string[]): RunArguments {
     artifactsDir: resolve(values.artifacts ?? `artifacts/chaos-${seed}`), keepDb: values['keep-db'],
     portBase: integer(values['port-base'], 'port-base'), lagBoundMs: integer(values['lag-bound-ms'], 'lag-bound-ms'),
     noFaults: values['no-faults'],
+    dispatchAheadMinTimers: integer(values['dispatch-ahead-min-timers'], 'dispatch-ahead-min-timers'),
   };
 }
 
@@ -107,7 +115,8 @@ async function main(): Promise<number> {
   });
   const repoDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
   const layout = addClusterProcesses(supervisor, { storeUrl: database.url, portBase: args.portBase,
-    artifactsDir: args.artifactsDir, timing: chaosTiming, workerLeaseS, schedulerCount: 3, apiCount: 2, workerCount: 4,
+    artifactsDir: args.artifactsDir,
+    timing: { ...chaosTiming, dispatchAheadMinTimers: args.dispatchAheadMinTimers }, workerLeaseS, schedulerCount: 3, apiCount: 2, workerCount: 4,
     repoDir });
   try {
     return await runPhases(args, { clock, log, recorder, supervisor, layout, database, runTag });

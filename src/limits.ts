@@ -62,8 +62,8 @@ export interface TimingConfig {
   /**
    * How long before its fire time a one-shot job's run is written, ready from the fire time
    * (0: at the fire time). A herd's runs are then in the ledger before its instant, and only
-   * leases and completions are left at it (docs/benchmarks.md). Stores without
-   * `dispatchesAhead` (PostgreSQL, for now) fire at the fire time whatever this says.
+   * leases and completions are left at it (docs/benchmarks.md). A store without
+   * `dispatchesAhead` fires at the fire time whatever this says (both stores have it).
    */
   dispatchAheadMs: number;
   /**

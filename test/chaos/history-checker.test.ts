@@ -125,6 +125,24 @@ void describe('history checker', () => {
     assert.deepEqual(kindsOf(report), ['early']);
   });
 
+  void it('counts a run written ahead as dispatched from its fire time, yet a lease of it before then as early', () => {
+    const at = t0 + 5_000;
+    const writtenAhead = (): LedgerRunRecord => {
+      const run = ledgerRun('j1', at, 'succeeded', at - 2_000);
+      return { ...run, events: [{ atMs: at - 2_000, type: 'dispatched', toStatus: 'ready', ahead: true }, ...run.events] };
+    };
+    const onTime = dispatch('j1', at, at + 20);
+    const valid = checkHistory([...createOneShot('j1', at), onTime, completion(onTime, at + 100), writtenAhead()], options);
+    assert.deepEqual(valid.violations, []);
+    assert.equal(valid.lag.outsideFault.maxMs, 0, 'leasable from its fire time: lag 0, not negative');
+    const withoutMark = { ...writtenAhead(), events: ledgerRun('j1', at, 'succeeded', at - 2_000).events };
+    assert.deepEqual(kindsOf(checkHistory([...createOneShot('j1', at), onTime, completion(onTime, at + 100), withoutMark],
+      options)), ['early'], 'a run made ready 2 s early without the mark is early');
+    const leasedEarly = dispatch('j1', at, at - 300);
+    assert.deepEqual(kindsOf(checkHistory([...createOneShot('j1', at), leasedEarly, completion(leasedEarly, at),
+      writtenAhead()], options)), ['early']);
+  });
+
   void it('holds lag to the tight bound outside fault windows', () => {
     const report = checkHistory(healthyOneShot('j1', t0 + 5_000, 900), options);
     assert.deepEqual(kindsOf(report), ['late_outside_fault']);

@@ -13,6 +13,7 @@ import {
 } from './conformance-fixtures.js';
 import { runWorkerConformance } from './conformance-runs.js';
 import { runHistoryConformance } from './conformance-history.js';
+import { runDispatchAheadConformance } from './conformance-dispatch-ahead.js';
 
 export type { OpenStore, StoreHandle } from './conformance-fixtures.js';
 
@@ -23,6 +24,7 @@ export function runStoreConformance(name: string, open: OpenStore): void {
     void describe('job writes', () => runJobWriteTests(open));
     runWorkerConformance(open);
     runHistoryConformance(open);
+    runDispatchAheadConformance(open);
   });
 }
 

@@ -18,7 +18,8 @@ import { listPartitions, partitionDurationMs } from '../../src/store/postgres/pa
 import { migrate, schemaVersion } from '../../src/store/postgres/schema.js';
 import type { LeasedRun, LoadedTimer } from '../../src/store/store.js';
 import {
-  assertOnlyWatchedAfterUpgrade, createJob, firePending, jobRecord, jobSpec, leaseOne, minuteMs, pendingTimerOf, t0Ms, timerAt,
+  assertOnlyWatchedAfterUpgrade, createJob, dispatchItem, firePending, jobRecord, jobSpec, leaseOne, minuteMs, ownShard,
+  pendingTimerOf, t0Ms, timerAt,
 } from './conformance-fixtures.js';
 import {
   assertActiveRunsQueued, dropSchema, freshSchemaName, openTestStore, openTestStoreBehindProxy, postgresSkipReason, testPgUrl,
@@ -71,6 +72,31 @@ void describe('postgres store', { skip: skip ?? false }, () => {
       await store.close();
       await assertOnlyWatchedAfterUpgrade(
         () => openPostgresStore({ url: testPgUrl, schema, useDatabaseClock: false, poolSize: 2 }), watched.jobId);
+    } finally {
+      await dropSchema(schema);
+    }
+  });
+
+  void it('upgrades a version 6 database: its pending timers are not marked, and fire in two stages after', async () => {
+    const schema = freshSchemaName();
+    try {
+      const store = await openPostgresStore({ url: testPgUrl, schema, useDatabaseClock: false, poolSize: 2 });
+      const job = await createJob(store, { timer: timerAt(t0Ms + minuteMs) });
+      // Back to version 6 as a version 6 build left it: no ahead_run_id column.
+      await store.pool.query('ALTER TABLE jobs DROP COLUMN ahead_run_id');
+      await store.pool.query('DELETE FROM tickler_migrations WHERE version = 7');
+      await store.close();
+      const upgraded = await openPostgresStore({ url: testPgUrl, schema, useDatabaseClock: false, poolSize: 2 });
+      try {
+        const timer = (await pendingTimerOf(upgraded, job))!;
+        assert.equal(timer.dispatchedAhead, undefined);
+        const lease = await ownShard(upgraded, job.shard, t0Ms);
+        const [ahead] = await upgraded.dispatch([{ ...dispatchItem(lease, timer), stage: 'ahead' }], t0Ms + 1_000);
+        assert.equal(ahead?.kind === 'dispatched' && ahead.nextTimerDispatchedAhead, true);
+        assert.equal((await pendingTimerOf(upgraded, job))?.dispatchedAhead, true);
+      } finally {
+        await upgraded.close();
+      }
     } finally {
       await dropSchema(schema);
     }

@@ -8,6 +8,10 @@
  * 2. The jobs are locked FOR UPDATE in job_id order (so concurrent dispatches cannot
  *    deadlock). A timer is still pending only if its job still names it (`jobs.timer_id`);
  *    a cancelled, paused or patched job no longer does (invariant 7).
+ *    A one-shot job's firing may come in two stages (`DispatchItem.stage`): `ahead` writes the
+ *    run, leasable from its fire time, and names it on the job (`jobs.ahead_run_id`, schema
+ *    v7) while the timer stays pending; `finish`, at the fire time, consumes that timer and
+ *    ends the job. A change to the job in between takes back or moves the run (jobs.ts).
  * 3. Each occurrence becomes a run (`ON CONFLICT (run_id) DO NOTHING`, invariant 1), after
  *    the job's overlap policy; the timer is deleted and the next one written in the same
  *    transaction (invariant 3); every new status appends a run event (invariant 6).
@@ -35,6 +39,8 @@ interface LockedJob {
   shard: number;
   version: number;
   timerId: string | null;
+  /** The run written ahead for the pending timer (stage `ahead`), until the timer is consumed. */
+  aheadRunId: string | null;
   nextFireAtMs: number | null;
   nextScheduledAtMs: number | null;
   changed: boolean;
@@ -78,9 +84,11 @@ export function dispatch(context: StoreContext, items: readonly DispatchItem[], 
         // A pending timer of a job that is not active should not exist; drop it so no wheel
         // loads it again, and fire nothing (invariant 7).
         plan.consumedTimers.push({ timerId: job.timerId, fireAtMs: job.nextFireAtMs });
-        Object.assign(job, { timerId: null, nextFireAtMs: null, nextScheduledAtMs: null, changed: true });
+        Object.assign(job, { timerId: null, aheadRunId: null, nextFireAtMs: null, nextScheduledAtMs: null, changed: true });
         return { kind: 'timer_gone', timerId: item.timerId };
       }
+      if (item.stage === 'ahead') return planAhead(plan, job, item);
+      if (item.stage === 'finish') return planFinish(plan, job, item);
       return planItem(plan, job, item);
     });
     await writePlan(tx, plan, [...jobs.values()].filter((job) => job.changed));
@@ -147,18 +155,18 @@ async function lockShardTokens(tx: Transaction, shards: number[]): Promise<Map<n
 }
 
 const lockJobsSql = prepared(
-  `SELECT job_id, team, state, spec, shard, version, timer_id, next_fire_at, next_scheduled_at
+  `SELECT job_id, team, state, spec, shard, version, timer_id, ahead_run_id, next_fire_at, next_scheduled_at
      FROM jobs WHERE job_id = ANY($1::text[]) ORDER BY job_id FOR UPDATE`);
 
 async function lockJobs(tx: Transaction, jobIds: string[]): Promise<Map<string, LockedJob>> {
   if (jobIds.length === 0) return new Map();
   const result = await tx.query<{
     job_id: string; team: string; state: JobState; spec: JobSpec; shard: number; version: number;
-    timer_id: string | null; next_fire_at: number | null; next_scheduled_at: number | null;
+    timer_id: string | null; ahead_run_id: string | null; next_fire_at: number | null; next_scheduled_at: number | null;
   }>(lockJobsSql, [textArray(jobIds)]);
   return new Map(result.rows.map((row) => [row.job_id, {
     jobId: row.job_id, team: row.team, state: row.state, spec: row.spec, shard: row.shard, version: row.version,
-    timerId: row.timer_id, nextFireAtMs: row.next_fire_at, nextScheduledAtMs: row.next_scheduled_at, changed: false,
+    timerId: row.timer_id, aheadRunId: row.ahead_run_id, nextFireAtMs: row.next_fire_at, nextScheduledAtMs: row.next_scheduled_at, changed: false,
   }]));
 }
 
@@ -204,6 +212,9 @@ function planItem(plan: DispatchPlan, job: LockedJob, item: DispatchItem): Dispa
   }
   plan.consumedTimers.push({ timerId: job.timerId!, fireAtMs: job.nextFireAtMs! });
   job.changed = true;
+  // A whole firing of a timer whose run was written ahead (dispatching ahead turned off
+  // meanwhile) found that run above, answered it as not inserted, and consumes the timer.
+  job.aheadRunId = null;
   let nextTimerId: string | null = null;
   if (item.nextTimer === null) {
     job.state = 'done';
@@ -222,7 +233,43 @@ function planItem(plan: DispatchPlan, job: LockedJob, item: DispatchItem): Dispa
   return { kind: 'dispatched', timerId: item.timerId, runs, pool: job.spec.pool, nextTimerId };
 }
 
-function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: OccurrenceWrite, shardToken: string): RunOutcome {
+/**
+ * Stage `ahead`: the run is written ready from its fire time and named on the job, whose
+ * timer stays pending. Only for a job with no active run: overlap with one is judged at the
+ * fire time (the run may have ended by then), so such a timer is left as it was, to be fired
+ * whole. A timer already written ahead (an earlier pass) is answered as awaiting its finish.
+ */
+function planAhead(plan: DispatchPlan, job: LockedJob, item: DispatchItem): DispatchResult {
+  const kept = { kind: 'dispatched' as const, timerId: item.timerId, pool: job.spec.pool, nextTimerId: item.timerId };
+  if (job.aheadRunId !== null || (plan.activeByJob.get(job.jobId)?.length ?? 0) > 0) {
+    return { ...kept, runs: [], nextTimerDispatchedAhead: job.aheadRunId !== null };
+  }
+  const runs = item.occurrences.map((occurrence) =>
+    planOccurrence(plan, job, occurrence, item.shardToken, Math.max(plan.nowMs, occurrence.fireAtMs)));
+  job.aheadRunId = runs.at(-1)?.runId ?? null;
+  job.changed = true;
+  return { ...kept, runs, nextTimerDispatchedAhead: job.aheadRunId !== null };
+}
+
+/**
+ * Stage `finish`: the timer whose run was written ahead is consumed and the job done; the
+ * run comes due now, so its pool's parked waiters are served in this transaction. A timer
+ * not written ahead is left pending (its whole firing is still to come).
+ */
+function planFinish(plan: DispatchPlan, job: LockedJob, item: DispatchItem): DispatchResult {
+  if (job.aheadRunId === null) return { kind: 'timer_gone', timerId: item.timerId };
+  plan.consumedTimers.push({ timerId: job.timerId!, fireAtMs: job.nextFireAtMs! });
+  Object.assign(job, {
+    state: 'done', version: job.version + 1, timerId: null, aheadRunId: null, nextFireAtMs: null, nextScheduledAtMs: null,
+    changed: true,
+  });
+  plan.readyPools.add(job.spec.pool);
+  return { kind: 'dispatched', timerId: item.timerId, runs: [], pool: job.spec.pool, nextTimerId: null };
+}
+
+/** `readyAtMs`: when a ready run becomes leasable (now, or its fire time for one written ahead). */
+function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: OccurrenceWrite, shardToken: string,
+  readyAtMs = plan.nowMs): RunOutcome {
   const runId = runIdOf(job.jobId, occurrence.scheduledAtMs);
   const known = plan.existingStatus.get(runId) ?? plan.newRuns.get(runId)?.outcome.status;
   if (known !== undefined) return { runId, status: known, inserted: false };
@@ -240,7 +287,8 @@ function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: Occurren
       if (decision.action === 'replace') cancelRuns(plan, decision.cancelRunIds, active, runId);
       held = decision.action === 'hold';
       active.push({ runId, status: 'ready', held });
-      if (!held) plan.readyPools.add(job.spec.pool);
+      // A run written ahead is not leasable yet: its finish announces it, at its fire time.
+      if (!held && readyAtMs <= plan.nowMs) plan.readyPools.add(job.spec.pool);
     }
   }
   const final = status !== 'ready';
@@ -250,14 +298,16 @@ function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: Occurren
     run: {
       runId, jobId: job.jobId, team: job.team, pool: job.spec.pool, lane: job.spec.lane,
       scheduledAtMs: occurrence.scheduledAtMs, fireAtMs: occurrence.fireAtMs, dispatchedAtMs: plan.nowMs, status,
-      lastError, readyAtMs: final ? null : plan.nowMs, finishedAtMs: final ? plan.nowMs : null,
+      lastError, readyAtMs: final ? null : readyAtMs, finishedAtMs: final ? plan.nowMs : null,
       held,
     },
   });
   plan.events.push({
     runId, atMs: plan.nowMs, type: final ? 'skipped' : 'dispatched', fromStatus: null, toStatus: status,
     // The shard token in the ledger lets a history checker prove no stale token was accepted.
-    detail: final ? (lastError !== null ? { reason: lastError } : null) : { shard_token: shardToken, ...(held ? { held: true } : {}) },
+    detail: final
+      ? (lastError !== null ? { reason: lastError } : null)
+      : { shard_token: shardToken, ...(held ? { held: true } : {}), ...(readyAtMs > plan.nowMs ? { ahead: true } : {}) },
   });
   return outcome;
 }
@@ -295,10 +345,10 @@ const cancelRunsSql = prepared(
 
 const updateJobsSql = prepared(
   `UPDATE jobs j SET timer_id = u.timer_id, next_fire_at = u.next_fire_at, next_scheduled_at = u.next_scheduled_at,
-                     updated_at = CASE WHEN j.state <> u.state THEN $7 ELSE j.updated_at END,
-                     state = u.state, version = u.version
-     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::int[])
-          AS u(job_id, timer_id, next_fire_at, next_scheduled_at, state, version)
+                     updated_at = CASE WHEN j.state <> u.state THEN $8 ELSE j.updated_at END,
+                     state = u.state, version = u.version, ahead_run_id = u.ahead_run_id
+     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::text[])
+          AS u(job_id, timer_id, next_fire_at, next_scheduled_at, state, version, ahead_run_id)
     WHERE j.job_id = u.job_id`);
 
 async function writePlan(tx: Transaction, plan: DispatchPlan, changedJobs: LockedJob[]): Promise<void> {
@@ -317,6 +367,7 @@ async function writePlan(tx: Transaction, plan: DispatchPlan, changedJobs: Locke
       numberArray(changedJobs.map((job) => job.nextScheduledAtMs)),
       textArray(changedJobs.map((job) => job.state)),
       numberArray(changedJobs.map((job) => job.version)),
+      textArray(changedJobs.map((job) => job.aheadRunId)),
       plan.nowMs,
     ]);
 }

@@ -3,12 +3,18 @@
  * reads as unknown), read-compute-write changes guarded by `version`, cancel (which deletes
  * the pending timer in the same transaction, invariant 7) and trigger. Each change locks the
  * job row first, so it serialises with a dispatch of the same job.
+ *
+ * A one-shot job whose run was written ahead of its fire time names that run on its row
+ * (`ahead_run_id`, dispatch.ts stage `ahead`) until the timer is consumed. A change before the
+ * run comes due applies to it in the change's transaction: a cancel, a pause or a new time
+ * takes it back (cancelled, with the reason in the ledger), a change that keeps the occurrence
+ * (its pool, lane or tolerance) moves it. A run already due is a past occurrence, left alone.
  */
-import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
+import type { JobRecord, JobSpec, Page, RunRecord } from '../../domain/types.js';
 import { runIdOf } from '../../domain/identity.js';
 import { TicklerError } from '../../errors.js';
 import type { JobChange, JobChangeOutcome, JobListFilter, TeamScope } from '../store.js';
-import type { Transaction } from './connection.js';
+import { prepared, type Transaction } from './connection.js';
 import { query, transaction, type StoreContext } from './context.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import {
@@ -53,10 +59,76 @@ export async function listJobs(context: StoreContext, filter: JobListFilter): Pr
   return { items, nextCursor };
 }
 
-async function lockJob(tx: Transaction, team: TeamScope, jobId: string): Promise<JobRow | undefined> {
-  const result = await tx.query<JobRow>(
-    `SELECT ${jobColumns} FROM jobs WHERE job_id = $1 AND ($2::text IS NULL OR team = $2) FOR UPDATE`, [jobId, team]);
+const jobCancelledReason = 'the job was cancelled before the run came due';
+const jobChangedReason = 'the job was changed before the run came due';
+
+async function lockJob(tx: Transaction, team: TeamScope, jobId: string):
+  Promise<(JobRow & { ahead_run_id: string | null }) | undefined> {
+  const result = await tx.query<JobRow & { ahead_run_id: string | null }>(
+    `SELECT ${jobColumns}, ahead_run_id FROM jobs WHERE job_id = $1 AND ($2::text IS NULL OR team = $2) FOR UPDATE`,
+    [jobId, team]);
   return result.rows[0];
+}
+
+/** A run written ahead of its fire time that is not due yet (`lockRunAhead`). */
+interface RunAheadRow {
+  run_id: string;
+  scheduled_at: number;
+  fire_at: number;
+  pool: string;
+  lane: string;
+}
+
+/**
+ * The job's run written ahead, locked, while it is still waiting for its fire time; after the
+ * job's row (the order every writer of a job and its runs takes). A lease cannot hold it: it
+ * takes only runs already due.
+ */
+const lockRunAheadSql = prepared(
+  `SELECT r.run_id, r.scheduled_at, r.fire_at, r.pool, r.lane
+     FROM active_runs q JOIN runs r ON r.run_id = q.run_id AND r.status = 'ready'
+    WHERE q.job_id = $1 AND q.run_id = $2 AND q.status = 'ready' AND q.due_at > $3
+      FOR UPDATE OF r`);
+
+async function lockRunAhead(tx: Transaction, jobId: string, aheadRunId: string | null, nowMs: number):
+  Promise<RunAheadRow | undefined> {
+  if (aheadRunId === null) return undefined;
+  return (await tx.query<RunAheadRow>(lockRunAheadSql, [jobId, aheadRunId, nowMs])).rows[0];
+}
+
+/** The runs row first, then its queue row, as every writer of a run does (worker-runs.ts). */
+const takeBackRunAheadSql = prepared(
+  `WITH taken AS (
+     UPDATE runs SET status = 'cancelled', finished_at = $2, held = false, ready_at = NULL
+      WHERE run_id = $1 AND status = 'ready'
+     RETURNING run_id, job_id
+   ), dequeued AS (
+     DELETE FROM active_runs q USING taken WHERE q.job_id = taken.job_id AND q.run_id = taken.run_id
+   )
+   INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
+   SELECT run_id, $2, 'cancelled', 'ready', 'cancelled', json_build_object('reason', $3::text) FROM taken`);
+
+const moveRunAheadSql = prepared(
+  `WITH moved AS (
+     UPDATE runs SET fire_at = $2, ready_at = $2, pool = $3, lane = $4 WHERE run_id = $1 AND status = 'ready'
+     RETURNING run_id, job_id
+   )
+   UPDATE active_runs q SET due_at = $2, pool = $3, lane = $4
+     FROM moved WHERE q.job_id = moved.job_id AND q.run_id = moved.run_id`);
+
+/**
+ * A run written ahead follows its job to a new fire time, pool or lane (still the same
+ * occurrence); the ledger says what changed, when anything did.
+ */
+async function moveRunAheadTo(tx: Transaction, runAhead: RunAheadRow, fireAtMs: number, spec: JobSpec,
+  nowMs: number): Promise<void> {
+  const { pool, lane } = spec;
+  if (fireAtMs === runAhead.fire_at && pool === runAhead.pool && lane === runAhead.lane) return;
+  await tx.query(moveRunAheadSql, [runAhead.run_id, fireAtMs, pool, lane]);
+  await appendEvents(tx, [{
+    runId: runAhead.run_id, atMs: nowMs, type: 'changed', fromStatus: 'ready', toStatus: 'ready',
+    detail: { reason: jobChangedReason, fire_at: fireAtMs, pool, lane },
+  }]);
 }
 
 async function deletePendingTimer(tx: Transaction, row: JobRow): Promise<void> {
@@ -74,17 +146,31 @@ export function changeJob(context: StoreContext, change: JobChange): Promise<Job
     const state = change.state ?? row.state;
     const version = row.version + 1;
     let timerId = row.timer_id;
+    let aheadRunId = row.ahead_run_id;
     let nextFireAtMs = row.next_fire_at;
     let nextScheduledAtMs = row.next_scheduled_at;
-    if (change.timer !== 'keep') {
+    const runAhead = await lockRunAhead(tx, row.job_id, row.ahead_run_id, change.nowMs);
+    if (change.timer === 'keep') {
+      if (runAhead !== undefined) await moveRunAheadTo(tx, runAhead, runAhead.fire_at, spec, change.nowMs);
+    } else {
       await deletePendingTimer(tx, row);
       timerId = null;
+      aheadRunId = null;
       nextFireAtMs = null;
       nextScheduledAtMs = null;
+      // The same occurrence at a new time keeps its run, moved; any other change takes it back.
+      const sameOccurrence = runAhead !== undefined && change.timer !== null &&
+        change.timer.scheduledAtMs === runAhead.scheduled_at;
+      if (sameOccurrence) {
+        await moveRunAheadTo(tx, runAhead, change.timer!.fireAtMs, spec, change.nowMs);
+        aheadRunId = runAhead.run_id;
+      } else if (runAhead !== undefined) {
+        await tx.query(takeBackRunAheadSql, [runAhead.run_id, change.nowMs, jobChangedReason]);
+      }
       if (change.timer !== null) {
         const timer = { timerId: newTimerId(), jobId: row.job_id, shard: row.shard, ...change.timer };
         await insertTimers(tx, [timer]);
-        collectNearTimer(tx, timer, version, spec, change.nowMs, context.nearHorizonMs);
+        collectNearTimer(tx, timer, version, spec, change.nowMs, context.nearHorizonMs, sameOccurrence);
         ({ timerId, fireAtMs: nextFireAtMs, scheduledAtMs: nextScheduledAtMs } = timer);
       }
     }
@@ -92,10 +178,11 @@ export function changeJob(context: StoreContext, change: JobChange): Promise<Job
     try {
       updated = await tx.query<JobRow>(
         `UPDATE jobs SET spec = $2::json, key = $3, pool = $4, request_hash = $5, state = $6, version = $7,
-                         timer_id = $8, next_fire_at = $9, next_scheduled_at = $10, updated_at = $11, max_silence_s = $12
+                         timer_id = $8, next_fire_at = $9, next_scheduled_at = $10, updated_at = $11, max_silence_s = $12,
+                         ahead_run_id = $13
           WHERE job_id = $1 RETURNING ${jobColumns}`,
         [row.job_id, jsonParam(spec), spec.key, spec.pool, change.requestHash ?? row.request_hash, state, version,
-          timerId, nextFireAtMs, nextScheduledAtMs, change.nowMs, spec.max_silence_s]);
+          timerId, nextFireAtMs, nextScheduledAtMs, change.nowMs, spec.max_silence_s, aheadRunId]);
     } catch (error) {
       if ((error as { code?: unknown }).code === '23505') {
         throw new TicklerError('key_conflict', 'another job of this team already has this key', { field: 'key', cause: error });
@@ -107,24 +194,43 @@ export function changeJob(context: StoreContext, change: JobChange): Promise<Job
 }
 
 /**
+ * A job's run written ahead and not due yet is cancelled with it: it never came due. The
+ * runs row first, then its queue row, as every writer of a run does (worker-runs.ts); the
+ * `old` CTE names the locked jobs, with `old_ahead_run_id`. Parameters: $3 now, $4 the reason.
+ */
+const takeBackRunsAheadCtes = `taken AS (
+     UPDATE runs r SET status = 'cancelled', finished_at = $3, held = false, ready_at = NULL
+       FROM old JOIN active_runs q ON q.job_id = old.old_job_id AND q.run_id = old.old_ahead_run_id
+      WHERE old.old_state <> 'cancelled' AND r.run_id = q.run_id AND r.status = 'ready'
+        AND q.status = 'ready' AND q.due_at > $3
+     RETURNING r.run_id, r.job_id
+   ), dequeued AS (
+     DELETE FROM active_runs q USING taken WHERE q.job_id = taken.job_id AND q.run_id = taken.run_id
+   ), taken_events AS (
+     INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
+     SELECT run_id, $3, 'cancelled', 'ready', 'cancelled', json_build_object('reason', $4::text) FROM taken
+   )`;
+
+/**
  * One statement, as `cancelJobsByKeyPrefix`: the jobs are locked (in job_id order, as every
  * statement locking several jobs does: dispatch, leases; so none of them can deadlock),
- * cancelled and their pending timers deleted together; an already cancelled job is answered as
- * it is. A single cancel is this with one id. It was a transaction of five round trips (BEGIN,
+ * cancelled and their pending timers deleted together, with a run written ahead and not due
+ * yet; an already cancelled job is answered as it is. A single cancel is this with one id. It was a transaction of five round trips (BEGIN,
  * lock, delete, update, COMMIT): one at a time from 64 callers, 1,510 cancels/s (bench:peers W5).
  */
 const cancelJobsSql = `WITH old AS (
-     SELECT job_id AS old_job_id, state AS old_state, timer_id AS old_timer_id, next_fire_at AS old_fire_at
+     SELECT job_id AS old_job_id, state AS old_state, timer_id AS old_timer_id, next_fire_at AS old_fire_at,
+            ahead_run_id AS old_ahead_run_id
        FROM jobs WHERE job_id = ANY($1::text[]) AND ($2::text IS NULL OR team = $2) ORDER BY job_id FOR UPDATE
    ), cancelled AS (
      UPDATE jobs SET state = 'cancelled', timer_id = NULL, next_fire_at = NULL, next_scheduled_at = NULL,
-                     version = version + 1, updated_at = $3
+                     ahead_run_id = NULL, version = version + 1, updated_at = $3
        FROM old WHERE job_id = old.old_job_id AND old.old_state <> 'cancelled'
      RETURNING ${jobColumns}
    ), removed AS (
      DELETE FROM timers t USING old
       WHERE old.old_state <> 'cancelled' AND t.fire_at = old.old_fire_at AND t.timer_id = old.old_timer_id
-   )
+   ), ${takeBackRunsAheadCtes}
    SELECT ${jobColumns} FROM cancelled
    UNION ALL
    SELECT ${jobColumns} FROM jobs WHERE job_id IN (SELECT old_job_id FROM old WHERE old_state = 'cancelled')`;
@@ -138,7 +244,8 @@ export async function cancelJob(context: StoreContext, team: TeamScope, jobId: s
 export async function cancelJobs(context: StoreContext, team: TeamScope, jobIds: readonly string[], nowMs: number):
   Promise<(JobRecord | null)[]> {
   if (jobIds.length === 0) return [];
-  const result = await query<JobRow>(context, 'cancelJobs', cancelJobsSql, [[...new Set(jobIds)], team, nowMs]);
+  const result = await query<JobRow>(context, 'cancelJobs', cancelJobsSql,
+    [[...new Set(jobIds)], team, nowMs, jobCancelledReason]);
   const byId = new Map<string, JobRecord>();
   for (const row of result.rows) {
     const job = jobFromRow(row);
@@ -152,17 +259,19 @@ export async function cancelJobsByKeyPrefix(context: StoreContext, team: string,
   nowMs: number): Promise<number> {
   const result = await query<{ count: number }>(context, 'cancelJobsByKeyPrefix',
     `WITH old AS (
-       SELECT job_id, timer_id, next_fire_at FROM jobs
+       SELECT job_id AS old_job_id, state AS old_state, timer_id AS old_timer_id, next_fire_at AS old_fire_at,
+              ahead_run_id AS old_ahead_run_id
+         FROM jobs
         WHERE team = $1 AND key IS NOT NULL AND starts_with(key, $2) AND state <> 'cancelled'
         FOR UPDATE
      ), cancelled AS (
        UPDATE jobs j SET state = 'cancelled', timer_id = NULL, next_fire_at = NULL, next_scheduled_at = NULL,
-                         version = j.version + 1, updated_at = $3
-         FROM old WHERE j.job_id = old.job_id
+                         ahead_run_id = NULL, version = j.version + 1, updated_at = $3
+         FROM old WHERE j.job_id = old.old_job_id
      ), removed AS (
-       DELETE FROM timers t USING old WHERE t.fire_at = old.next_fire_at AND t.timer_id = old.timer_id
-     )
-     SELECT count(*)::int AS count FROM old`, [team, prefix, nowMs]);
+       DELETE FROM timers t USING old WHERE t.fire_at = old.old_fire_at AND t.timer_id = old.old_timer_id
+     ), ${takeBackRunsAheadCtes}
+     SELECT count(*)::int AS count FROM old`, [team, prefix, nowMs, jobCancelledReason]);
   return result.rows[0]?.count ?? 0;
 }
 

@@ -64,8 +64,8 @@ function isInputError(error: unknown): boolean {
 
 export class PostgresStore implements Store {
   readonly kind = 'postgres' as const;
-  /** Not yet: the two-stage firing of one-shot jobs is built for the embedded store only (README). */
-  readonly dispatchesAhead = false;
+  /** A one-shot herd's runs are written ahead of their instant (dispatch.ts, stages). */
+  readonly dispatchesAhead = true;
   private readonly creates: GroupCommitter<CreateItem, CreateJobOutcome>;
   private readonly completions: GroupCommitter<CompleteRequest, CompleteOutcome>;
   private closed = false;

@@ -110,7 +110,8 @@ export function runEventFromRow(row: RunEventRow): RunEvent {
 }
 
 /** Columns of `timers t JOIN jobs j` as LoadedTimerRow reads them. */
-export const loadedTimerColumns = 't.timer_id, t.job_id, t.shard, t.fire_at, t.scheduled_at, j.version, j.spec';
+export const loadedTimerColumns = `t.timer_id, t.job_id, t.shard, t.fire_at, t.scheduled_at, j.version, j.spec,
+  (j.ahead_run_id IS NOT NULL AND j.timer_id = t.timer_id) AS dispatched_ahead`;
 
 export interface LoadedTimerRow {
   timer_id: string;
@@ -120,6 +121,8 @@ export interface LoadedTimerRow {
   scheduled_at: number;
   version: number;
   spec: JobSpec;
+  /** The job names a run written ahead for this timer (schema v7, `jobs.ahead_run_id`). */
+  dispatched_ahead: boolean;
 }
 
 export function loadedTimerFromRow(row: LoadedTimerRow): LoadedTimer {
@@ -131,6 +134,7 @@ export function loadedTimerFromRow(row: LoadedTimerRow): LoadedTimer {
     scheduledAtMs: row.scheduled_at,
     jobVersion: row.version,
     spec: row.spec,
+    ...(row.dispatched_ahead ? { dispatchedAhead: true } : {}),
   };
 }
 

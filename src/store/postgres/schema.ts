@@ -196,6 +196,15 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
       'CREATE INDEX jobs_watched ON jobs (job_id) WHERE max_silence_s IS NOT NULL',
     ],
   },
+  {
+    // A one-shot herd's runs are written ahead of their instant (dispatch.ts, stage `ahead`)
+    // while the job's timer stays pending: the job names that run until the timer is consumed
+    // (stage `finish`) or replaced, so a cancel or change in between finds the run to take back
+    // or move by its key. NULL for every other job; no index reads it, so the dispatch's update
+    // of the job stays HOT. Adding a nullable column without a default rewrites nothing.
+    version: 7,
+    statements: ['ALTER TABLE jobs ADD COLUMN ahead_run_id text'],
+  },
 ];
 
 export const schemaVersion = migrations[migrations.length - 1]!.version;

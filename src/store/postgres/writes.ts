@@ -56,9 +56,9 @@ export async function deleteTimers(transaction: Transaction,
 
 /** Collects a written timer for onNearTimers when it falls inside the near horizon. */
 export function collectNearTimer(transaction: Transaction, timer: NewTimer, jobVersion: number, spec: JobSpec,
-  nowMs: number, nearHorizonMs: number): void {
+  nowMs: number, nearHorizonMs: number, dispatchedAhead = false): void {
   if (timer.fireAtMs >= nowMs + nearHorizonMs) return;
-  const loaded: LoadedTimer = { ...timer, jobVersion, spec };
+  const loaded: LoadedTimer = { ...timer, jobVersion, spec, ...(dispatchedAhead ? { dispatchedAhead } : {}) };
   transaction.nearTimers.push(loaded);
 }
 

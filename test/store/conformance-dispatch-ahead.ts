@@ -1,0 +1,233 @@
+// Conformance: a one-shot timer fired in two stages (DispatchItem.stage), for every store
+// with `dispatchesAhead`. What each stage writes; that a stage arriving twice, late, fenced or
+// for the wrong timer writes nothing it should not; and that a change to the job before the
+// run comes due (cancel, batch and prefix cancel, PATCH to another time, PATCH keeping the
+// occurrence) takes the run back or moves it in the same transaction. The scheduler's side
+// (when a stage is chosen) is tested in test/scheduler/scheduler.test.ts.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { runIdOf } from '../../src/domain/identity.js';
+import type { JobSpec } from '../../src/domain/types.js';
+import type { DispatchItem, Store } from '../../src/store/store.js';
+import {
+  createJob, dispatchItem, jobSpec, leaseOne, leaseTtlMs, minuteMs, ownShard, pendingTimerOf, t0Ms, timerAt, withStore,
+  type OpenStore,
+} from './conformance-fixtures.js';
+
+const dueMs = t0Ms + minuteMs;
+const aheadMs = dueMs - 5_000;
+
+/** A one-shot job due at `dueMs`, its shard owned, and the item of each stage for its timer. */
+async function oneShot(store: Store, spec: Partial<JobSpec> = {}) {
+  const job = await createJob(store, { timer: timerAt(dueMs), spec });
+  const timer = (await pendingTimerOf(store, job))!;
+  const lease = await ownShard(store, job.shard, aheadMs - 1);
+  const item = (stage: DispatchItem['stage']): DispatchItem => ({ ...dispatchItem(lease, timer), stage });
+  return { job, timer, lease, item, runId: runIdOf(job.jobId, timer.scheduledAtMs) };
+}
+
+export function runDispatchAheadConformance(open: OpenStore): void {
+  void describe('dispatching a one-shot timer ahead, in two stages', () => runStageTests(open));
+  void describe('a change before the run written ahead comes due', () => runChangeTests(open));
+}
+
+function runStageTests(open: OpenStore): void {
+  void it('ahead writes the run ready from its fire time and keeps the timer, marked; finish consumes it and ends the job',
+    () => withStore(open, async (store) => {
+      const { job, timer, item, runId } = await oneShot(store);
+      const [ahead] = await store.dispatch([item('ahead')], aheadMs);
+      assert.deepEqual(ahead, {
+        kind: 'dispatched', timerId: timer.timerId, pool: job.spec.pool, nextTimerId: timer.timerId,
+        runs: [{ runId, status: 'ready', inserted: true }], nextTimerDispatchedAhead: true,
+      });
+      const run = await store.getRun(null, runId);
+      assert.equal(run?.readyAtMs, dueMs);
+      assert.equal(run.dispatchedAtMs, aheadMs);
+      assert.equal((await pendingTimerOf(store, job))?.dispatchedAhead, true, 'still pending, marked');
+      assert.equal((await store.getJob(null, job.jobId))?.state, 'active');
+      assert.equal(await leaseOne(store, dueMs - 1, { pool: job.spec.pool }), undefined, 'not leasable before its time');
+
+      const [finished] = await store.dispatch([item('finish')], dueMs);
+      assert.deepEqual(finished, { kind: 'dispatched', timerId: timer.timerId, runs: [], pool: job.spec.pool, nextTimerId: null });
+      assert.equal(await pendingTimerOf(store, job), undefined);
+      assert.equal((await store.getJob(null, job.jobId))?.state, 'done');
+      assert.equal((await leaseOne(store, dueMs, { pool: job.spec.pool }))?.runId, runId);
+      assert.deepEqual(await store.dispatch([item('finish')], dueMs + 1), [{ kind: 'timer_gone', timerId: timer.timerId }],
+        'a second finish finds nothing');
+    }));
+
+  void it('a second ahead of the same timer writes nothing more and says the timer awaits its finish',
+    () => withStore(open, async (store) => {
+      const { job, timer, item, runId } = await oneShot(store);
+      await store.dispatch([item('ahead')], aheadMs);
+      const [again] = await store.dispatch([item('ahead')], aheadMs + 10);
+      assert.deepEqual(again, {
+        kind: 'dispatched', timerId: timer.timerId, pool: job.spec.pool, nextTimerId: timer.timerId, runs: [],
+        nextTimerDispatchedAhead: true,
+      });
+      assert.deepEqual((await store.getRun(null, runId))?.events.map((event) => event.type), ['dispatched']);
+    }));
+
+  void it('a finish for a timer whose run was not written ahead consumes nothing, so the timer still fires whole',
+    () => withStore(open, async (store) => {
+      const { job, timer, item, runId } = await oneShot(store);
+      assert.deepEqual(await store.dispatch([item('finish')], dueMs), [{ kind: 'timer_gone', timerId: timer.timerId }]);
+      assert.equal((await pendingTimerOf(store, job))?.timerId, timer.timerId, 'still pending');
+      assert.equal((await store.getJob(null, job.jobId))?.state, 'active');
+      const [whole] = await store.dispatch([item('whole')], dueMs);
+      assert.deepEqual(whole?.kind === 'dispatched' && whole.runs, [{ runId, status: 'ready', inserted: true }]);
+    }));
+
+  void it('a whole dispatch of a marked timer finishes the job without a second run (dispatching ahead turned off meanwhile)',
+    () => withStore(open, async (store) => {
+      const { job, item, runId } = await oneShot(store);
+      await store.dispatch([item('ahead')], aheadMs);
+      const [whole] = await store.dispatch([item('whole')], dueMs);
+      assert.deepEqual(whole?.kind === 'dispatched' && whole.runs, [{ runId, status: 'ready', inserted: false }]);
+      assert.equal((await store.getJob(null, job.jobId))?.state, 'done');
+      assert.equal((await store.listRuns({ team: null, limit: 10 })).items.length, 1);
+    }));
+
+  void it('an ahead with a stale shard token writes nothing: no run, the timer unmarked', () => withStore(open, async (store) => {
+    const { job, timer, item, runId } = await oneShot(store);
+    const [taken] = await store.acquireShardLeases('node-b', [job.shard], leaseTtlMs, aheadMs + leaseTtlMs, { force: true });
+    assert.ok(taken !== undefined);
+    assert.deepEqual(await store.dispatch([item('ahead')], aheadMs + leaseTtlMs + 1), [{ kind: 'stale_token', timerId: timer.timerId }]);
+    assert.equal(await store.getRun(null, runId), null);
+    assert.equal((await pendingTimerOf(store, job))?.dispatchedAhead, undefined);
+  }));
+
+  void it('a job with an active run is not written ahead: its timer is kept as it was, for the fire time',
+    () => withStore(open, async (store) => {
+      const { job, timer, item, runId } = await oneShot(store);
+      assert.equal((await store.triggerJob(null, job.jobId, aheadMs - 1))?.status, 'ready');
+      const [kept] = await store.dispatch([item('ahead')], aheadMs);
+      assert.deepEqual(kept, {
+        kind: 'dispatched', timerId: timer.timerId, pool: job.spec.pool, nextTimerId: timer.timerId, runs: [],
+        nextTimerDispatchedAhead: false,
+      });
+      assert.equal(await store.getRun(null, runId), null);
+      assert.equal((await pendingTimerOf(store, job))?.dispatchedAhead, undefined, 'unmarked: fired whole at its time');
+    }));
+}
+
+const cancelledReason = 'the job was cancelled before the run came due';
+const changedReason = 'the job was changed before the run came due';
+const beforeDueMs = aheadMs + 1_000;
+
+/** A one-shot job whose run was written ahead at `aheadMs`. */
+async function writtenAhead(store: Store, spec: Parameters<typeof oneShot>[1] = {}) {
+  const shot = await oneShot(store, spec);
+  const [ahead] = await store.dispatch([shot.item('ahead')], aheadMs);
+  assert.equal(ahead?.kind === 'dispatched' && ahead.runs.length, 1);
+  return shot;
+}
+
+/** The run's events as [type, detail], in order. */
+async function eventsOf(store: Store, runId: string): Promise<[string, unknown][]> {
+  return (await store.getRun(null, runId))?.events.map((event) => [event.type, event.detail]) ?? [];
+}
+
+function runChangeTests(open: OpenStore): void {
+  void it('a cancel takes the run back: cancelled with the reason, never leased, and its finish finds nothing',
+    () => withStore(open, async (store) => {
+      const { job, timer, item, runId } = await writtenAhead(store);
+      assert.equal((await store.cancelJob(null, job.jobId, beforeDueMs))?.state, 'cancelled');
+      const run = await store.getRun(null, runId);
+      assert.equal(run?.status, 'cancelled');
+      assert.equal(run.finishedAtMs, beforeDueMs);
+      assert.deepEqual((await eventsOf(store, runId)).slice(1), [['cancelled', { reason: cancelledReason }]]);
+      assert.equal(await pendingTimerOf(store, job), undefined);
+      assert.deepEqual(await store.dispatch([item('finish')], dueMs), [{ kind: 'timer_gone', timerId: timer.timerId }]);
+      assert.equal(await leaseOne(store, dueMs, { pool: job.spec.pool }), undefined);
+    }));
+
+  void it('a batch cancel and a cancel by key prefix take back the runs written ahead of the jobs they cancel',
+    () => withStore(open, async (store) => {
+      const first = await writtenAhead(store, { key: 'cart/1' });
+      const second = await writtenAhead(store, { key: 'cart/2' });
+      const other = await writtenAhead(store, { key: 'order/1' });
+      const plain = await oneShot(store, { key: 'cart/3' });
+      const cancelled = await store.cancelJobs(null, [first.job.jobId, plain.job.jobId], beforeDueMs);
+      assert.deepEqual(cancelled.map((job) => job?.state), ['cancelled', 'cancelled']);
+      assert.equal(await store.cancelJobsByKeyPrefix(first.job.team, 'cart/', beforeDueMs + 1), 1, 'only cart/2 was left');
+      assert.equal((await store.getRun(null, first.runId))?.status, 'cancelled');
+      assert.deepEqual((await eventsOf(store, second.runId)).slice(1), [['cancelled', { reason: cancelledReason }]]);
+      assert.equal((await store.getRun(null, plain.runId)), null, 'a job not written ahead has no run to take back');
+      assert.equal((await store.getRun(null, other.runId))?.status, 'ready', 'another prefix is untouched');
+      assert.equal((await leaseOne(store, dueMs, { pool: other.job.spec.pool }))?.runId, other.runId);
+    }));
+
+  void it('a cancel once the run is due leaves it: a past occurrence, leased as usual', () => withStore(open, async (store) => {
+    const { job, runId } = await writtenAhead(store);
+    await store.cancelJob(null, job.jobId, dueMs);
+    assert.deepEqual((await eventsOf(store, runId)).map(([type]) => type), ['dispatched']);
+    assert.equal((await leaseOne(store, dueMs, { pool: job.spec.pool }))?.runId, runId);
+  }));
+
+  void it('a PATCH to another time takes the run back; the new timer is not marked and fires whole',
+    () => withStore(open, async (store) => {
+      const { job, lease, runId } = await writtenAhead(store);
+      const laterMs = dueMs + minuteMs;
+      const changed = await store.changeJob({
+        team: null, jobId: job.jobId, expectedVersion: job.version, timer: timerAt(laterMs), nowMs: beforeDueMs,
+      });
+      assert.equal(changed.kind, 'changed');
+      assert.deepEqual((await eventsOf(store, runId)).slice(1), [['cancelled', { reason: changedReason }]]);
+      const timer = (await pendingTimerOf(store, job))!;
+      assert.equal(timer.fireAtMs, laterMs);
+      assert.equal(timer.dispatchedAhead, undefined);
+      const [whole] = await store.dispatch([dispatchItem(lease, timer)], laterMs);
+      assert.deepEqual(whole?.kind === 'dispatched' && whole.runs,
+        [{ runId: runIdOf(job.jobId, laterMs), status: 'ready', inserted: true }]);
+    }));
+
+  void it('a pause takes the run back', () => withStore(open, async (store) => {
+    const { job, runId } = await writtenAhead(store);
+    const paused = await store.changeJob({
+      team: null, jobId: job.jobId, expectedVersion: job.version, state: 'paused', timer: null, nowMs: beforeDueMs,
+    });
+    assert.equal(paused.kind === 'changed' && paused.job.state, 'paused');
+    assert.equal((await store.getRun(null, runId))?.status, 'cancelled');
+    assert.equal(await pendingTimerOf(store, job), undefined);
+  }));
+
+  void it('a PATCH keeping the occurrence moves the run to the new pool and lane; the timer stays marked',
+    () => withStore(open, async (store) => {
+      const { job, item, runId } = await writtenAhead(store);
+      const spec = jobSpec({ ...job.spec, pool: 'pool-b', lane: 'P0' });
+      const changed = await store.changeJob({
+        team: null, jobId: job.jobId, expectedVersion: job.version, spec, timer: 'keep', nowMs: beforeDueMs,
+      });
+      assert.equal(changed.kind, 'changed');
+      assert.deepEqual((await eventsOf(store, runId)).slice(1),
+        [['changed', { reason: changedReason, fire_at: dueMs, pool: 'pool-b', lane: 'P0' }]]);
+      assert.equal((await pendingTimerOf(store, job))?.dispatchedAhead, true);
+      const [finished] = await store.dispatch([item('finish')], dueMs);
+      assert.equal(finished?.kind === 'dispatched' && finished.pool, 'pool-b');
+      assert.equal(await leaseOne(store, dueMs, { pool: 'pool-a' }), undefined);
+      const leased = await leaseOne(store, dueMs, { pool: 'pool-b' });
+      assert.equal(leased?.runId, runId);
+      assert.equal((await store.getRun(null, runId))?.lane, 'P0');
+    }));
+
+  void it('a PATCH of the same occurrence to a later fire time moves the run there and marks the new timer',
+    () => withStore(open, async (store) => {
+      const { job, lease, runId } = await writtenAhead(store);
+      const fireAtMs = dueMs + 30_000;
+      const changed = await store.changeJob({
+        team: null, jobId: job.jobId, expectedVersion: job.version, timer: { scheduledAtMs: dueMs, fireAtMs },
+        nowMs: beforeDueMs,
+      });
+      assert.equal(changed.kind, 'changed');
+      const run = await store.getRun(null, runId);
+      assert.deepEqual([run?.status, run?.fireAtMs, run?.readyAtMs], ['ready', fireAtMs, fireAtMs]);
+      const timer = (await pendingTimerOf(store, job))!;
+      assert.deepEqual([timer.fireAtMs, timer.dispatchedAhead], [fireAtMs, true]);
+      assert.equal(await leaseOne(store, dueMs, { pool: job.spec.pool }), undefined, 'not due at the old time');
+      const [finished] = await store.dispatch([{ ...dispatchItem(lease, timer), stage: 'finish' }], fireAtMs);
+      assert.deepEqual(finished, { kind: 'dispatched', timerId: timer.timerId, runs: [], pool: job.spec.pool, nextTimerId: null });
+      assert.equal((await store.getJob(null, job.jobId))?.state, 'done');
+      assert.equal((await leaseOne(store, fireAtMs, { pool: job.spec.pool }))?.runId, runId);
+    }));
+}
