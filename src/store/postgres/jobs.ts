@@ -96,17 +96,30 @@ async function lockRunAhead(tx: Transaction, jobId: string, aheadRunId: string |
   return (await tx.query<RunAheadRow>(lockRunAheadSql, [jobId, aheadRunId, nowMs])).rows[0];
 }
 
-/** The runs row first, then its queue row, as every writer of a run does (worker-runs.ts). */
-const takeBackRunAheadSql = prepared(
-  `WITH taken AS (
-     UPDATE runs SET status = 'cancelled', finished_at = $2, held = false, ready_at = NULL
-      WHERE run_id = $1 AND status = 'ready'
-     RETURNING run_id, job_id
+/**
+ * A job's run written ahead and not due yet is taken back with a cancel or change of the job:
+ * it never came due. The runs row first, then its queue row, as every writer of a run does
+ * (worker-runs.ts); the `old` CTE names the locked jobs (`old_job_id`, `old_state`,
+ * `old_ahead_run_id`). Parameters: $3 now, $4 the reason for the ledger.
+ */
+const takeBackRunsAheadCtes = `taken AS (
+     UPDATE runs r SET status = 'cancelled', finished_at = $3, held = false, ready_at = NULL
+       FROM old JOIN active_runs q ON q.job_id = old.old_job_id AND q.run_id = old.old_ahead_run_id
+      WHERE old.old_state <> 'cancelled' AND r.run_id = q.run_id AND r.status = 'ready'
+        AND q.status = 'ready' AND q.due_at > $3
+     RETURNING r.run_id, r.job_id
    ), dequeued AS (
      DELETE FROM active_runs q USING taken WHERE q.job_id = taken.job_id AND q.run_id = taken.run_id
-   )
-   INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
-   SELECT run_id, $2, 'cancelled', 'ready', 'cancelled', json_build_object('reason', $3::text) FROM taken`);
+   ), taken_events AS (
+     INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
+     SELECT run_id, $3, 'cancelled', 'ready', 'cancelled', json_build_object('reason', $4::text) FROM taken
+   )`;
+
+/** `takeBackRunsAheadCtes` for one job whose run written ahead is locked (`lockRunAhead`). */
+const takeBackRunAheadSql = prepared(
+  `WITH old AS (SELECT $1::text AS old_job_id, $2::text AS old_ahead_run_id, 'active'::text AS old_state),
+   ${takeBackRunsAheadCtes}
+   SELECT count(*)::int AS count FROM taken`);
 
 const moveRunAheadSql = prepared(
   `WITH moved AS (
@@ -159,16 +172,16 @@ export function changeJob(context: StoreContext, change: JobChange): Promise<Job
       nextFireAtMs = null;
       nextScheduledAtMs = null;
       // The same occurrence at a new time keeps its run, moved; any other change takes it back.
-      const sameOccurrence = runAhead !== undefined && change.timer !== null &&
-        change.timer.scheduledAtMs === runAhead.scheduled_at;
+      const newTimer = change.timer;
+      const sameOccurrence = runAhead !== undefined && newTimer !== null && newTimer.scheduledAtMs === runAhead.scheduled_at;
       if (sameOccurrence) {
-        await moveRunAheadTo(tx, runAhead, change.timer!.fireAtMs, spec, change.nowMs);
+        await moveRunAheadTo(tx, runAhead, newTimer.fireAtMs, spec, change.nowMs);
         aheadRunId = runAhead.run_id;
       } else if (runAhead !== undefined) {
-        await tx.query(takeBackRunAheadSql, [runAhead.run_id, change.nowMs, jobChangedReason]);
+        await tx.query(takeBackRunAheadSql, [row.job_id, runAhead.run_id, change.nowMs, jobChangedReason]);
       }
-      if (change.timer !== null) {
-        const timer = { timerId: newTimerId(), jobId: row.job_id, shard: row.shard, ...change.timer };
+      if (newTimer !== null) {
+        const timer = { timerId: newTimerId(), jobId: row.job_id, shard: row.shard, ...newTimer };
         await insertTimers(tx, [timer]);
         collectNearTimer(tx, timer, version, spec, change.nowMs, context.nearHorizonMs, sameOccurrence);
         ({ timerId, fireAtMs: nextFireAtMs, scheduledAtMs: nextScheduledAtMs } = timer);
@@ -192,24 +205,6 @@ export function changeJob(context: StoreContext, change: JobChange): Promise<Job
     return { kind: 'changed', job: jobFromRow(updated.rows[0]!) };
   });
 }
-
-/**
- * A job's run written ahead and not due yet is cancelled with it: it never came due. The
- * runs row first, then its queue row, as every writer of a run does (worker-runs.ts); the
- * `old` CTE names the locked jobs, with `old_ahead_run_id`. Parameters: $3 now, $4 the reason.
- */
-const takeBackRunsAheadCtes = `taken AS (
-     UPDATE runs r SET status = 'cancelled', finished_at = $3, held = false, ready_at = NULL
-       FROM old JOIN active_runs q ON q.job_id = old.old_job_id AND q.run_id = old.old_ahead_run_id
-      WHERE old.old_state <> 'cancelled' AND r.run_id = q.run_id AND r.status = 'ready'
-        AND q.status = 'ready' AND q.due_at > $3
-     RETURNING r.run_id, r.job_id
-   ), dequeued AS (
-     DELETE FROM active_runs q USING taken WHERE q.job_id = taken.job_id AND q.run_id = taken.run_id
-   ), taken_events AS (
-     INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
-     SELECT run_id, $3, 'cancelled', 'ready', 'cancelled', json_build_object('reason', $4::text) FROM taken
-   )`;
 
 /**
  * One statement, as `cancelJobsByKeyPrefix`: the jobs are locked (in job_id order, as every
