@@ -142,6 +142,13 @@ export interface DispatchItem {
   stage?: 'whole' | 'ahead' | 'finish';
 }
 
+/**
+ * The ledger's reason when a change to a job takes back (or moves) a run written ahead of its
+ * fire time (`DispatchItem.stage` `ahead`): the same words on every store.
+ */
+export const jobCancelledBeforeDueReason = 'the job was cancelled before the run came due';
+export const jobChangedBeforeDueReason = 'the job was changed before the run came due';
+
 export type DispatchResult =
   /** Timer consumed; `runs` lists each occurrence's run id and the status it ended in. */
   | {

@@ -13,7 +13,10 @@
 import type { JobRecord, JobSpec, Page, RunRecord } from '../../domain/types.js';
 import { runIdOf } from '../../domain/identity.js';
 import { TicklerError } from '../../errors.js';
-import type { JobChange, JobChangeOutcome, JobListFilter, TeamScope } from '../store.js';
+import {
+  jobCancelledBeforeDueReason, jobChangedBeforeDueReason,
+  type JobChange, type JobChangeOutcome, type JobListFilter, type TeamScope,
+} from '../store.js';
 import { prepared, type Transaction } from './connection.js';
 import { query, transaction, type StoreContext } from './context.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
@@ -58,9 +61,6 @@ export async function listJobs(context: StoreContext, filter: JobListFilter): Pr
     ? encodeCursor(last.createdAtMs, last.jobId) : null;
   return { items, nextCursor };
 }
-
-const jobCancelledReason = 'the job was cancelled before the run came due';
-const jobChangedReason = 'the job was changed before the run came due';
 
 async function lockJob(tx: Transaction, team: TeamScope, jobId: string):
   Promise<(JobRow & { ahead_run_id: string | null }) | undefined> {
@@ -140,7 +140,7 @@ async function moveRunAheadTo(tx: Transaction, runAhead: RunAheadRow, fireAtMs: 
   await tx.query(moveRunAheadSql, [runAhead.run_id, fireAtMs, pool, lane]);
   await appendEvents(tx, [{
     runId: runAhead.run_id, atMs: nowMs, type: 'changed', fromStatus: 'ready', toStatus: 'ready',
-    detail: { reason: jobChangedReason, fire_at: fireAtMs, pool, lane },
+    detail: { reason: jobChangedBeforeDueReason, fire_at: fireAtMs, pool, lane },
   }]);
 }
 
@@ -178,7 +178,7 @@ export function changeJob(context: StoreContext, change: JobChange): Promise<Job
         await moveRunAheadTo(tx, runAhead, newTimer.fireAtMs, spec, change.nowMs);
         aheadRunId = runAhead.run_id;
       } else if (runAhead !== undefined) {
-        await tx.query(takeBackRunAheadSql, [row.job_id, runAhead.run_id, change.nowMs, jobChangedReason]);
+        await tx.query(takeBackRunAheadSql, [row.job_id, runAhead.run_id, change.nowMs, jobChangedBeforeDueReason]);
       }
       if (newTimer !== null) {
         const timer = { timerId: newTimerId(), jobId: row.job_id, shard: row.shard, ...newTimer };
@@ -240,7 +240,7 @@ export async function cancelJobs(context: StoreContext, team: TeamScope, jobIds:
   Promise<(JobRecord | null)[]> {
   if (jobIds.length === 0) return [];
   const result = await query<JobRow>(context, 'cancelJobs', cancelJobsSql,
-    [[...new Set(jobIds)], team, nowMs, jobCancelledReason]);
+    [[...new Set(jobIds)], team, nowMs, jobCancelledBeforeDueReason]);
   const byId = new Map<string, JobRecord>();
   for (const row of result.rows) {
     const job = jobFromRow(row);
@@ -266,7 +266,7 @@ export async function cancelJobsByKeyPrefix(context: StoreContext, team: string,
      ), removed AS (
        DELETE FROM timers t USING old WHERE t.fire_at = old.old_fire_at AND t.timer_id = old.old_timer_id
      ), ${takeBackRunsAheadCtes}
-     SELECT count(*)::int AS count FROM old`, [team, prefix, nowMs, jobCancelledReason]);
+     SELECT count(*)::int AS count FROM old`, [team, prefix, nowMs, jobCancelledBeforeDueReason]);
   return result.rows[0]?.count ?? 0;
 }
 

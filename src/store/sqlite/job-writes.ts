@@ -8,8 +8,10 @@ import type Database from 'better-sqlite3';
 import { bucketOf, runIdOf } from '../../domain/identity.js';
 import { specJsonForWrite } from '../../domain/spec-json.js';
 import type { JobRecord, RunRecord } from '../../domain/types.js';
-import type {
-  CreateJobInput, CreateJobOutcome, JobChange, JobChangeOutcome, LoadedTimer, TeamScope, TimerWrite,
+import {
+  jobCancelledBeforeDueReason, jobChangedBeforeDueReason,
+  type CreateJobInput, type CreateJobOutcome, type JobChange, type JobChangeOutcome, type LoadedTimer, type TeamScope,
+  type TimerWrite,
 } from '../store.js';
 import { jobFromRow, jobSelectSql, jobToParams, runFromRow, type JobColumns, type JobRow } from './rows.js';
 import { NearTimerBatch, type RunTable, type TimerTable } from './tables.js';
@@ -28,9 +30,6 @@ interface RunAheadRow {
   pool: string;
   lane: string;
 }
-
-const jobCancelledReason = 'the job was cancelled before the run came due';
-const jobChangedReason = 'the job was changed before the run came due';
 
 /** The highest code point; a key range `[prefix, prefix + it)` holds every key starting with prefix. */
 const codePointMax = String.fromCodePoint(0x10ffff);
@@ -258,7 +257,7 @@ export class JobWrites {
     const sameOccurrence = runAhead !== undefined && timer !== null && timer.scheduledAtMs === runAhead.scheduled_at;
     if (runAhead !== undefined && nowMs !== undefined) {
       if (sameOccurrence) this.moveRunAheadTo(runAhead, timer.fireAtMs, job, nowMs);
-      else this.takeBackRunAhead(runAhead, nowMs, jobChangedReason);
+      else this.takeBackRunAhead(runAhead, nowMs, jobChangedBeforeDueReason);
     }
     if (timer === null) {
       this.timers.delete(jobSeq);
@@ -287,7 +286,7 @@ export class JobWrites {
     if (fireAtMs === runAhead.fire_at && pool === runAhead.pool && lane === runAhead.lane) return;
     this.moveRunAhead.run(fireAtMs, fireAtMs, pool, lane, runAhead.run_seq);
     this.runs.eventOfSeq(runAhead.run_seq, nowMs, 'changed', 'ready', 'ready',
-      JSON.stringify({ reason: jobChangedReason, fire_at: fireAtMs, pool, lane }));
+      JSON.stringify({ reason: jobChangedBeforeDueReason, fire_at: fireAtMs, pool, lane }));
   }
 
   /** Deletes the job's pending timer, taking back a run written ahead for it that is not due yet. */
@@ -309,7 +308,7 @@ export class JobWrites {
     const row = this.getVisible(team, jobId);
     if (row === undefined) return null;
     if (row.state !== 'cancelled') {
-      this.deleteTimer(row.job_seq, nowMs, jobCancelledReason);
+      this.deleteTimer(row.job_seq, nowMs, jobCancelledBeforeDueReason);
       this.markCancelled.run(nowMs, jobId);
     }
     return jobFromRow(this.selectJob.get(jobId)!);
@@ -319,7 +318,7 @@ export class JobWrites {
     const apply = (): number => {
       const jobs = this.selectPrefixJobs.all(team, prefix, prefix + codePointMax, [...prefix].length, prefix);
       for (const { job_id: jobId, job_seq: jobSeq } of jobs) {
-        this.deleteTimer(jobSeq, nowMs, jobCancelledReason);
+        this.deleteTimer(jobSeq, nowMs, jobCancelledBeforeDueReason);
         this.markCancelled.run(nowMs, jobId);
       }
       return jobs.length;
