@@ -16,7 +16,7 @@
  * clock.
  *
  *   node --import tsx bench/lag-stages.ts [--timers 20000] [--span-s 10] [--ahead-s 5]
- *     [--rounds 1] [--cpu-prof DIR]
+ *     [--rounds 1] [--cpu-prof DIR] [--lease-ahead-ms 0]
  *
  * `--rounds N` runs the shape N times against the same server and prints each round: the
  * first meets a fresh process (cold JIT, a WAL file still growing), later ones a warm one.
@@ -25,6 +25,8 @@
  * during which some task waited for a CPU, or for I/O), and the correlation of each with the
  * late count: where a tail comes from.
  * `--cpu-prof DIR` profiles the server; the profile is written when it exits.
+ * `--lease-ahead-ms N` has the worker lease runs N ms before they are ready (`leaseAheadMs`);
+ * its lease then comes before the fire time, so "dispatch -> lease" turns negative.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -42,6 +44,7 @@ const { values: options } = parseArgs({
     'cpu-prof': { type: 'string' },
     rounds: { type: 'string', default: '1' },
     windows: { type: 'boolean', default: false },
+    'lease-ahead-ms': { type: 'string', default: '0' },
   },
 });
 const count = Number(options.timers);
@@ -97,7 +100,7 @@ async function measureRound(client: BenchServer['client'], round: number): Promi
   });
   const quiet = (): void => undefined;
   const worker = createWorker({
-    client, pool, concurrency: 50, prefetch: 50,
+    client, pool, concurrency: 50, prefetch: 50, leaseAheadMs: Number(options['lease-ahead-ms']),
     logger: { debug: quiet, info: quiet, warn: quiet, error: quiet },
     handler: (run) => {
       const index = (run.payload as { i: number }).i;

@@ -52,7 +52,11 @@ export class SystemClock implements Clock {
         return;
       }
       handle = setTimeout(() => {
-        if (!cancelled) void runCallback(callback);
+        if (cancelled) return;
+        // Node's timers may run up to a millisecond before Date.now() reaches atMs (they keep
+        // their own monotonic time): never before its time (a run leased ahead starts here).
+        if (Date.now() < atMs) arm();
+        else void runCallback(callback);
       }, Math.max(0, delayMs));
     };
     arm();

@@ -34,6 +34,12 @@ export const leaseSecondsMax = 900;
 export const leaseSecondsDefault = 60;
 export const leaseBatchMax = 1_000;
 export const leaseWaitSecondsMax = 60;
+/**
+ * How far ahead of a run's ready time a worker may lease it (`ahead_ms`). Short on purpose: a
+ * run leased ahead is the worker's, so a cancel or change that lands later does not take it
+ * back (API.md, "Leasing ahead").
+ */
+export const leaseAheadMsMax = 1_000;
 
 export const retryDefault = { max_attempts: 5, base_s: 30, max_s: 3_600 } as const;
 export const retryAttemptsMax = 100;
@@ -67,10 +73,14 @@ export interface TimingConfig {
    */
   dispatchAheadMs: number;
   /**
-   * Only a herd is dispatched ahead: at least this many one-shot timers due in the same wheel
-   * tick (10 ms). A trickle gains nothing from it (its dispatch is small at any instant) and
-   * pays a statement more per run (bench:peers W2's lag p99 7 → 10-11 ms, measured), so its
-   * timers wait in the wheel for their own time.
+   * Only a herd or a dense stream is dispatched ahead: at least this many one-shot timers due
+   * in the same wheel tick (10 ms; 16 a tick is 1,600 a second). Their runs are written a tick
+   * at a time, and finished a tick at a time, so the server's work at their time is leases
+   * and completions (bench:peers W2, 2,000 timers a second: ~15 % less server CPU per run,
+   * docs/benchmarks.md), and workers leasing ahead (`ahead_ms`) find them there. A trickle
+   * gains nothing (its dispatch is small at any instant) and would pay a statement more per
+   * run (written a timer at a time, W2's lag p99 went 7 → 10-11 ms), so its timers wait in
+   * the wheel for their own time.
    */
   dispatchAheadMinTimers: number;
 }
@@ -84,7 +94,7 @@ export const timingDefaults: TimingConfig = {
   reconcileIntervalMs: 60_000,
   leaseSweepIntervalMs: 1_000,
   dispatchAheadMs: 5_000,
-  dispatchAheadMinTimers: 256,
+  dispatchAheadMinTimers: 16,
 };
 
 /**

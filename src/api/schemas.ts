@@ -191,6 +191,7 @@ export const LeaseBody = Type.Object({
   lease_s: Type.Optional(policyFields.lease_s),
   wait_s: Type.Optional(Type.Number({ minimum: 0, maximum: limits.leaseWaitSecondsMax })),
   worker_id: Type.Optional(Type.String({ minLength: 1, maxLength: limits.poolLengthMax, pattern: printablePattern })),
+  ahead_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: limits.leaseAheadMsMax })),
 }, strict);
 
 const fencingToken = Type.String({ minLength: 1, maxLength: 64 });

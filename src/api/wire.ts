@@ -145,5 +145,6 @@ export function leasedRunWireJson(run: LeasedRun): string {
   return `{"run_id":${JSON.stringify(run.runId)},"job_id":${JSON.stringify(run.jobId)},"team":${JSON.stringify(run.team)}`
     + `,"attempt":${run.attempt},"scheduled_at":"${iso(run.scheduledAtMs)}","fire_at":"${iso(run.fireAtMs)}"`
     + `,"dispatched_at":"${iso(run.dispatchedAtMs)}","payload":${run.payloadJson}`
-    + `,"fencing_token":${JSON.stringify(run.fencingToken)},"lease_expires_at":"${iso(run.leaseExpiresAtMs)}"}`;
+    + `,"fencing_token":${JSON.stringify(run.fencingToken)},"lease_expires_at":"${iso(run.leaseExpiresAtMs)}"`
+    + `,"ready_at":"${iso(run.readyAtMs)}"}`;
 }

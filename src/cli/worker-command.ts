@@ -3,6 +3,7 @@
  * exec-handler.ts for the exit-code contract). SIGTERM or SIGINT stops leasing, lets running
  * commands finish for `--stop-timeout-s`, then kills what is left, and exits 0.
  */
+import { leaseAheadMsMax } from '../limits.js';
 import { createLogger } from '../obs/log.js';
 import { TicklerClient } from '../worker/client.js';
 import { createWorker } from '../worker/worker.js';
@@ -15,6 +16,7 @@ export interface WorkerFlags {
   concurrency?: string;
   leaseS?: string;
   waitS?: string;
+  leaseAheadMs?: string;
   workerId?: string;
   stopTimeoutS?: string;
   logLevel?: string;
@@ -41,6 +43,7 @@ export function runExecWorker(flags: WorkerFlags, connection: { baseUrl: string;
     handler: createExecHandler({ command: flags.exec, pool: flags.pool }),
     ...(flags.leaseS === undefined ? {} : { leaseS: integerIn(flags.leaseS, '--lease-s', 5, 900) }),
     ...(flags.waitS === undefined ? {} : { waitS: integerIn(flags.waitS, '--wait-s', 0, 60) }),
+    ...(flags.leaseAheadMs === undefined ? {} : { leaseAheadMs: integerIn(flags.leaseAheadMs, '--lease-ahead-ms', 0, leaseAheadMsMax) }),
     ...(flags.workerId === undefined ? {} : { workerId: flags.workerId }),
     ...(stopTimeoutS === undefined ? {} : { stopTimeoutMs: stopTimeoutS * 1_000 }),
     logger: createLogger({ name: 'tickler-worker', ...(flags.logLevel === undefined ? {} : { level: flags.logLevel }) }),

@@ -213,14 +213,17 @@ export class Scheduler {
 
   /**
    * When a timer comes out of the wheel: a one-shot job's `dispatchAheadMs` before its fire
-   * time, so a herd's runs are written before its instant and only leases and completions are
-   * left at it (DispatchItem.stage); one whose run was written ahead, at its fire time, to
-   * finish; every other, at its fire time.
+   * time, at the start of that wheel tick, so a herd's runs, or a dense stream's a tick at a
+   * time, are written before their time and only leases and completions are left at it
+   * (DispatchItem.stage); one whose run was written ahead, at the end of its fire time's
+   * tick, to finish (its run is leasable from its fire time whenever the timer is consumed,
+   * so the finishes of a stream go a tick at a time too); every other, at its fire time.
    */
   private wheelAtMs(timer: LoadedTimer): number {
-    return this.dispatchAheadMs > 0 && timer.dispatchedAhead !== true && isOneShot(timer)
-      ? timer.fireAtMs - this.dispatchAheadMs
-      : timer.fireAtMs;
+    if (this.dispatchAheadMs > 0 && timer.dispatchedAhead !== true && isOneShot(timer)) {
+      return Math.floor((timer.fireAtMs - this.dispatchAheadMs) / wheelTickMs) * wheelTickMs;
+    }
+    return timer.dispatchedAhead === true ? Math.ceil(timer.fireAtMs / wheelTickMs) * wheelTickMs : timer.fireAtMs;
   }
 
   /**
@@ -322,7 +325,9 @@ export class Scheduler {
     const horizonEndMs = nowMs + this.options.timing.loadHorizonMs;
     for (const timer of nextTimers) {
       if (timer.fireAtMs >= horizonEndMs) continue;
-      let wheelAtMs = timer.fireAtMs;
+      // Kept by an ahead stage: finished at the end of its tick; every other, at its fire time
+      // (a one-shot kept unmarked, beside an active run, is fired whole then, not ahead again).
+      let wheelAtMs = timer.dispatchedAhead === true ? this.wheelAtMs(timer) : timer.fireAtMs;
       // A timer kept by a dispatch ahead is finished at its time, overdue or not: not paced.
       if (timer.fireAtMs < nowMs && timer.dispatchedAhead !== true) {
         this.catchUpNextSlotMs = Math.max(nowMs, this.catchUpNextSlotMs + this.catchUpSpacingMs);

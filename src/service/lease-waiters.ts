@@ -5,7 +5,8 @@
  *
  * - the store's `onRunsReady(pool)` (dispatch, re-offer, replay, trigger), and
  * - the earliest `ready_at` of a retry in the pool (`store.nextReadyAtMs`), armed on the
- *   injected clock, so retries come due under the virtual clock too.
+ *   injected clock, so retries come due under the virtual clock too; less the longest
+ *   `aheadMs` of the pool's waiters, who lease runs that much before they are ready.
  *
  * Before either, a store that can (`Store.setDispatchLeaser`; both stores do) leases the
  * runs a dispatch makes ready to parked waiters inside that dispatch's transaction: a
@@ -37,6 +38,8 @@ export interface LeaseWaitRequest {
   max: number;
   leaseMs: number | null;
   workerId: string | null;
+  /** Lease runs that become ready within this many ms too (`ahead_ms`); 0 takes only runs ready now. */
+  aheadMs: number;
   /** Real milliseconds to wait for work; 0 answers at once. */
   waitMs: number;
   /** Aborted when the client went away: stop waiting. */
@@ -200,6 +203,8 @@ export class LeaseWaiters {
       if (readyAtMs !== null && (earliestMs === null || readyAtMs < earliestMs)) earliestMs = readyAtMs;
     }
     if (earliestMs === null || this.closed) return false;
+    // A waiter leasing ahead is served that much before the run is ready.
+    earliestMs -= Math.max(...queue.waiters.map((waiter) => waiter.request.aheadMs));
     const nowMs = this.clock.nowMs();
     if (earliestMs <= nowMs) {
       if (!noMoreImmediatePasses) return true;
@@ -268,7 +273,7 @@ export class LeaseWaiters {
   private storeRequest(request: LeaseWaitRequest): LeaseRunsRequest {
     return {
       team: request.scope, pool: request.pool, max: request.max, leaseMs: request.leaseMs,
-      workerId: request.workerId, nowMs: this.clock.nowMs(),
+      workerId: request.workerId, nowMs: this.clock.nowMs(), aheadMs: request.aheadMs,
     };
   }
 }

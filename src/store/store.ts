@@ -211,6 +211,13 @@ export interface LeaseRunsRequest {
   leaseMs: number | null;
   workerId: string | null;
   nowMs: number;
+  /**
+   * Also lease runs that become ready within this many ms (POST /v1/workers/lease `ahead_ms`;
+   * 0 when absent): the worker holds each until its `readyAtMs` before starting it, and the
+   * lease runs from then. Only runs already in the ledger can be taken so (a one-shot herd or
+   * a dense stream written ahead, a retry waiting out its delay).
+   */
+  aheadMs?: number;
 }
 
 export interface LeasedRun {
@@ -229,6 +236,19 @@ export interface LeasedRun {
   payloadJson: string;
   fencingToken: string;
   leaseExpiresAtMs: number;
+  /** When the run became (or becomes) ready: a run leased ahead must not start before it. */
+  readyAtMs: number;
+}
+
+/**
+ * The `leased` event's detail: the attempt and worker, and for a run leased ahead of its
+ * ready time, `readyAt` (epoch ms), when its worker may start it.
+ */
+export function leasedEventDetail(attempt: number, request: LeaseRunsRequest, readyAtMs: number):
+  { attempt: number; workerId: string | null; readyAt?: number } {
+  return readyAtMs > request.nowMs
+    ? { attempt, workerId: request.workerId, readyAt: readyAtMs }
+    : { attempt, workerId: request.workerId };
 }
 
 /**

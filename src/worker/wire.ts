@@ -166,6 +166,8 @@ export interface LeaseRequest {
   lease_s?: number;
   wait_s?: number;
   worker_id?: string;
+  /** Also lease runs ready within this many ms (an extension of API.md: "Leasing ahead"). */
+  ahead_ms?: number;
 }
 
 /** One run handed to a worker by `POST /v1/workers/lease`. */
@@ -181,6 +183,8 @@ export interface LeasedRun {
   /** Extensions of API.md's lease answer. */
   team?: string;
   dispatched_at?: string;
+  /** When the run is ready: one leased ahead (`ahead_ms`) must not start before it. */
+  ready_at?: string;
 }
 
 export interface CompleteRequest {

@@ -25,7 +25,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { SystemClock, type Clock, type TimerHandle } from '../clock.js';
-import { leaseBatchMax, leaseWaitSecondsMax } from '../limits.js';
+import { leaseAheadMsMax, leaseBatchMax, leaseWaitSecondsMax } from '../limits.js';
 import { createLogger } from '../obs/log.js';
 import { TicklerClient, describe } from './client.js';
 import { TicklerApiError } from './errors.js';
@@ -71,6 +71,16 @@ export interface WorkerOptions {
    * (real time, like `waitS`). Default 5.
    */
   leaseLingerMs?: number;
+  /**
+   * Lease runs this many ms before they become ready and start each at its ready time from a
+   * local timer, so the lease's round trip is off the fire's path (Quartz's
+   * `batchTriggerAcquisitionFireAheadTimeWindow`). Only runs already in the ledger can be
+   * leased so: a one-shot herd or a dense stream the scheduler writes ahead, a retry waiting
+   * out its delay. A run leased ahead is this worker's: a cancel or change that lands after
+   * the lease does not take it back (API.md, "Leasing ahead"). Held runs take prefetch
+   * places. Default 0 (lease only what is ready); at most 1,000.
+   */
+  leaseAheadMs?: number;
   /** Drives heartbeats and backoff; tests pass a VirtualClock. */
   clock?: Clock;
   random?: () => number;
@@ -142,6 +152,9 @@ class PullWorker implements Worker {
   private runningCount = 0;
   /** Starters of leased runs waiting for a slot (prefetched), oldest first. */
   private readonly waiting: (() => void)[] = [];
+  /** Runs leased ahead, held until their ready time. */
+  private holdingCount = 0;
+  private readonly leaseAheadMs: number;
   private readonly prefetch: number;
   private readonly completions: CompletionBatcher;
   private readonly heartbeats: HeartbeatBatcher;
@@ -179,6 +192,11 @@ class PullWorker implements Worker {
       throw new RangeError(`prefetch must be an integer within 0..${leaseBatchMax}, got ${options.prefetch}`);
     }
     this.prefetch = prefetch;
+    const leaseAheadMs = options.leaseAheadMs ?? 0;
+    if (!Number.isInteger(leaseAheadMs) || leaseAheadMs < 0 || leaseAheadMs > leaseAheadMsMax) {
+      throw new RangeError(`leaseAheadMs must be an integer within 0..${leaseAheadMsMax}, got ${options.leaseAheadMs}`);
+    }
+    this.leaseAheadMs = leaseAheadMs;
     const longPolls = options.longPolls ?? longPollsDefault;
     if (!Number.isInteger(longPolls) || longPolls < 1 || longPolls > longPollsMax) {
       throw new RangeError(`longPolls must be an integer within 1..${longPollsMax}, got ${options.longPolls}`);
@@ -302,6 +320,7 @@ class PullWorker implements Worker {
         wait_s: this.waitS,
         worker_id: this.workerId,
         ...(this.options.leaseS === undefined ? {} : { lease_s: this.options.leaseS }),
+        ...(this.leaseAheadMs === 0 ? {} : { ahead_ms: this.leaseAheadMs }),
       }, { signal: this.leaseController.signal });
       this.consecutiveErrors = 0;
       this.poolDrained = answer.runs.length < max;
@@ -326,16 +345,20 @@ class PullWorker implements Worker {
   }
 
   /**
-   * Runs the worker may lease now: slots and prefetch places not taken by a running or
-   * waiting run, less any excess of unacknowledged completions.
+   * Runs the worker may lease now: slots and prefetch places not taken by a running, waiting
+   * or held run, less any excess of unacknowledged completions.
    */
   private freeSlotCount(): number {
-    const completingCount = this.inFlight.size - this.runningCount - this.waiting.length;
-    return this.options.concurrency + this.prefetch - this.runningCount - this.waiting.length -
+    const queuedCount = this.runningCount + this.waiting.length + this.holdingCount;
+    const completingCount = this.inFlight.size - queuedCount;
+    return this.options.concurrency + this.prefetch - queuedCount -
       Math.max(0, completingCount - unacknowledgedCompletionsPerSlot * this.options.concurrency);
   }
 
-  /** Takes a leased run: its handler starts now if a slot is free, else when one frees. */
+  /**
+   * Takes a leased run: its handler starts now if a slot is free, else when one frees; a run
+   * leased ahead of its ready time waits for that time first (heartbeating meanwhile).
+   */
   private accept(run: LeasedRun): void {
     const attempt = new RunAttempt(run, {
       completions: this.completions,
@@ -363,6 +386,19 @@ class PullWorker implements Worker {
       this.wakeLoop();
     });
     this.inFlight.set(key, { attempt, done });
+    // The ready time is the server's clock; the hold never exceeds leaseAheadMs, so a worker
+    // whose clock lags the server's cannot sit on a run longer than it asked to.
+    const nowMs = this.clock.nowMs();
+    const readyAtMs = this.leaseAheadMs === 0 || run.ready_at === undefined ? Number.NaN : Date.parse(run.ready_at);
+    if (readyAtMs > nowMs) {
+      this.holdingCount++;
+      this.clock.setTimer(Math.min(readyAtMs, nowMs + this.leaseAheadMs), () => {
+        this.holdingCount--;
+        this.waiting.push(start);
+        this.startWaiting();
+      });
+      return;
+    }
     this.waiting.push(start);
     this.startWaiting();
   }

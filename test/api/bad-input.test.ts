@@ -238,6 +238,11 @@ describe('other bad input', () => {
     assert.equal(lease.json.error.field, 'max');
     const wait = await h.call('POST', '/v1/workers/lease', { body: { pool: 'p', wait_s: 61 } });
     assert.equal(wait.json.error.field, 'wait_s');
+    for (const aheadMs of [-1, 1.5, 1_001, '50']) {
+      const ahead = await h.call('POST', '/v1/workers/lease', { body: { pool: 'p', ahead_ms: aheadMs } });
+      assert.equal(ahead.status, 400, String(aheadMs));
+      assert.equal(ahead.json.error.field, 'ahead_ms');
+    }
     const status = await h.call('POST', '/v1/runs/00000000000000000000000000000000/complete', {
       body: { fencing_token: '1', status: 'done' },
     });

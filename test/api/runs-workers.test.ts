@@ -14,6 +14,19 @@ async function triggeredRun(h: Harness, pool = 'billing'): Promise<{ jobId: stri
   return { jobId: created.json.job_id, runId: trigger.json.run_id };
 }
 
+/** A triggered run of a job retried after 30 s (±20 %), leased and failed once: now in retry_wait. */
+async function failedOnce(h: Harness, pool: string): Promise<string> {
+  const created = await h.call('POST', '/v1/jobs', {
+    body: cronJob({ pool, retry: { max_attempts: 3, base_s: 30, max_s: 60 } }),
+  });
+  await h.call('POST', `/v1/jobs/${created.json.job_id}/trigger`);
+  const first = await h.call('POST', '/v1/workers/lease', { body: { pool } });
+  const { run_id: runId, fencing_token: token } = first.json.runs[0];
+  const failed = await h.call('POST', `/v1/runs/${runId}/complete`, { body: { fencing_token: token, status: 'failed', error: 'boom' } });
+  assert.equal(failed.json.status, 'retry_wait');
+  return runId;
+}
+
 function parkedWaiters(h: Harness): number {
   return (h.app as unknown as { leaseWaiters: LeaseWaiters }).leaseWaiters.waitingCount();
 }
@@ -214,14 +227,7 @@ describe('workers: long-poll', () => {
   });
 
   it('wakes a waiter when a retry comes due under the virtual clock', async () => {
-    const created = await h.call('POST', '/v1/jobs', {
-      body: cronJob({ pool: 'retry', retry: { max_attempts: 3, base_s: 30, max_s: 60 } }),
-    });
-    await h.call('POST', `/v1/jobs/${created.json.job_id}/trigger`);
-    const first = await h.call('POST', '/v1/workers/lease', { body: { pool: 'retry' } });
-    const { run_id: runId, fencing_token: token } = first.json.runs[0];
-    const failed = await h.call('POST', `/v1/runs/${runId}/complete`, { body: { fencing_token: token, status: 'failed', error: 'boom' } });
-    assert.equal(failed.json.status, 'retry_wait');
+    const runId = await failedOnce(h, 'retry');
 
     const waiting = h.call('POST', '/v1/workers/lease', { body: { pool: 'retry', wait_s: 30 } });
     // Parked, and its wake-up armed on the clock at the retry's ready_at.
@@ -231,6 +237,24 @@ describe('workers: long-poll', () => {
     assert.equal(answer.json.runs.length, 1);
     assert.equal(answer.json.runs[0].run_id, runId);
     assert.equal(answer.json.runs[0].attempt, 2);
+  });
+
+  it('serves a waiter with ahead_ms that much before a retry is ready, with the ready time and a lease counted from it', async () => {
+    const runId = await failedOnce(h, 'ahead');
+    const readyAtMs = Date.parse((await h.call('GET', `/v1/runs/${runId}`)).json.ready_at);
+    assert.ok(readyAtMs > h.clock.nowMs());
+
+    const waiting = h.call('POST', '/v1/workers/lease', { body: { pool: 'ahead', wait_s: 30, ahead_ms: 1_000 } });
+    await waitFor(() => parkedWaiters(h) === 1 && h.clock.pendingTimerCount() === 1);
+    await h.clock.advance(readyAtMs - 1_000 - h.clock.nowMs() - 1);
+    assert.equal(parkedWaiters(h), 1, 'still parked 1,001 ms before the ready time');
+    await h.clock.advance(1);
+    const answer = await waiting;
+    assert.equal(answer.json.runs.length, 1);
+    const leased = answer.json.runs[0];
+    assert.equal(leased.run_id, runId);
+    assert.equal(leased.ready_at, new Date(readyAtMs).toISOString());
+    assert.equal(leased.lease_expires_at, new Date(readyAtMs + 60_000).toISOString());
   });
 
   it('serves a waiter whose retry came due while its first pass ran', async () => {

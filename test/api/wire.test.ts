@@ -45,13 +45,13 @@ void describe('leasedRunWireJson', () => {
     const run: LeasedRun = {
       runId: 'run-"1"', jobId: 'job-\u00e9', team: 'team-\\a', attempt: 3, scheduledAtMs: nowMs, fireAtMs: nowMs + 1,
       dispatchedAtMs: nowMs + 2, payloadJson: JSON.stringify(payload), fencingToken: '18446744073709551615',
-      leaseExpiresAtMs: nowMs + 30_000,
+      leaseExpiresAtMs: nowMs + 30_000, readyAtMs: nowMs + 1,
     };
     assert.equal(leasedRunWireJson(run), JSON.stringify({
       run_id: run.runId, job_id: run.jobId, team: run.team, attempt: 3,
       scheduled_at: new Date(nowMs).toISOString(), fire_at: new Date(nowMs + 1).toISOString(),
       dispatched_at: new Date(nowMs + 2).toISOString(), payload, fencing_token: run.fencingToken,
-      lease_expires_at: new Date(nowMs + 30_000).toISOString(),
+      lease_expires_at: new Date(nowMs + 30_000).toISOString(), ready_at: new Date(nowMs + 1).toISOString(),
     }));
   });
 });

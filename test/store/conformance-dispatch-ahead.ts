@@ -29,6 +29,7 @@ async function oneShot(store: Store, spec: Partial<JobSpec> = {}) {
 export function runDispatchAheadConformance(open: OpenStore): void {
   void describe('dispatching a one-shot timer ahead, in two stages', () => runStageTests(open));
   void describe('a change before the run written ahead comes due', () => runChangeTests(open));
+  void describe('leasing ahead of the ready time (aheadMs)', () => runLeaseAheadTests(open));
 }
 
 function runStageTests(open: OpenStore): void {
@@ -229,5 +230,43 @@ function runChangeTests(open: OpenStore): void {
       assert.deepEqual(finished, { kind: 'dispatched', timerId: timer.timerId, runs: [], pool: job.spec.pool, nextTimerId: null });
       assert.equal((await store.getJob(null, job.jobId))?.state, 'done');
       assert.equal((await leaseOne(store, fireAtMs, { pool: job.spec.pool }))?.runId, runId);
+    }));
+}
+
+function runLeaseAheadTests(open: OpenStore): void {
+  void it('takes a run written ahead once its ready time is within the window; the lease runs from that time',
+    () => withStore(open, async (store) => {
+      const { job, runId } = await writtenAhead(store);
+      const pool = job.spec.pool;
+      assert.equal(await leaseOne(store, dueMs - 51, { pool, aheadMs: 50 }), undefined, 'not yet within 50 ms');
+      assert.equal(await leaseOne(store, dueMs - 50, { pool }), undefined, 'not without aheadMs');
+      const leased = await leaseOne(store, dueMs - 50, { pool, aheadMs: 50, leaseMs: 30_000 });
+      assert.equal(leased?.runId, runId);
+      assert.equal(leased.readyAtMs, dueMs, 'the worker starts it at its ready time');
+      assert.equal(leased.leaseExpiresAtMs, dueMs + 30_000, 'the lease is counted from the ready time');
+      const run = await store.getRun(null, runId);
+      assert.equal(run?.status, 'running');
+      assert.deepEqual(run.events.at(-1)?.detail, { attempt: 1, workerId: 'worker-1', readyAt: dueMs });
+    }));
+
+  void it('a run ready now is leased as usual whatever aheadMs says: no readyAt, the lease from now',
+    () => withStore(open, async (store) => {
+      const { job, runId } = await writtenAhead(store);
+      const leased = await leaseOne(store, dueMs + 7, { pool: job.spec.pool, aheadMs: 1_000, leaseMs: 30_000 });
+      assert.equal(leased?.runId, runId);
+      assert.equal(leased.readyAtMs, dueMs);
+      assert.equal(leased.leaseExpiresAtMs, dueMs + 7 + 30_000);
+      assert.deepEqual((await store.getRun(null, runId))?.events.at(-1)?.detail, { attempt: 1, workerId: 'worker-1' });
+    }));
+
+  void it('a cancel after the run was leased ahead cancels the job but leaves the run with its worker',
+    () => withStore(open, async (store) => {
+      const { job, runId } = await writtenAhead(store);
+      const leased = await leaseOne(store, dueMs - 40, { pool: job.spec.pool, aheadMs: 50 });
+      assert.equal(leased?.runId, runId);
+      assert.equal((await store.cancelJob(null, job.jobId, dueMs - 20))?.state, 'cancelled');
+      const run = await store.getRun(null, runId);
+      assert.equal(run?.status, 'running', 'the worker holds it: it will start at its time');
+      assert.deepEqual(run.events.map((event) => event.type), ['dispatched', 'leased']);
     }));
 }

@@ -115,12 +115,12 @@ export async function firePending(store: Store, job: JobRecord, nowMs: number, o
 }
 
 export async function leaseOne(store: Store, nowMs: number, options: {
-  pool?: string; team?: string | null; leaseMs?: number | null; workerId?: string;
+  pool?: string; team?: string | null; leaseMs?: number | null; workerId?: string; aheadMs?: number;
 } = {}): Promise<LeasedRun | undefined> {
   const runs = await store.leaseRuns({
     team: options.team === undefined ? defaultTeam : options.team,
     pool: options.pool ?? 'pool-a', max: 1, leaseMs: options.leaseMs ?? null,
-    workerId: options.workerId ?? 'worker-1', nowMs,
+    workerId: options.workerId ?? 'worker-1', nowMs, ...(options.aheadMs === undefined ? {} : { aheadMs: options.aheadMs }),
   });
   assert.ok(runs.length <= 1);
   return runs[0];

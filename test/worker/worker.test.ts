@@ -37,7 +37,7 @@ describe('createWorker', () => {
 
   function start(handler: RunHandler, extra: {
     concurrency?: number; leaseS?: number; stopTimeoutMs?: number; leaseLingerMs?: number; prefetch?: number;
-    longPolls?: number;
+    longPolls?: number; leaseAheadMs?: number;
   } = {}): Worker {
     worker = createWorker({
       client: new TicklerClient({ baseUrl: server.url, apiKey: 'k-1' }),
@@ -54,6 +54,7 @@ describe('createWorker', () => {
       ...(extra.leaseLingerMs === undefined ? {} : { leaseLingerMs: extra.leaseLingerMs }),
       ...(extra.prefetch === undefined ? {} : { prefetch: extra.prefetch }),
       ...(extra.longPolls === undefined ? {} : { longPolls: extra.longPolls }),
+      ...(extra.leaseAheadMs === undefined ? {} : { leaseAheadMs: extra.leaseAheadMs }),
     });
     worker.start();
     return worker;
@@ -266,6 +267,53 @@ describe('createWorker', () => {
     assert.equal((signal.reason as LeaseLostError).reason, 'stopping');
     await stopping;
     assert.equal(server.completions[0]?.body.status, 'failed');
+  });
+
+  /** Until the worker has taken the run offered (its answer crossed real HTTP), on the same virtual instant. */
+  async function heldOne(): Promise<void> {
+    while (worker?.inFlightCount !== 1) await new Promise((resolve) => setImmediate(resolve));
+  }
+
+  /**
+   * Starts a worker that notes when its handler starts, and offers it one run ready at
+   * `readyAtMs` once its first lease is parked; answers the start, and the completion to await.
+   */
+  async function offerReadyAt(readyAtMs: number, extra: { leaseAheadMs?: number } = {}) {
+    let startedAtMs: number | null = null;
+    start(() => {
+      startedAtMs = clock.nowMs();
+    }, extra);
+    await server.next('lease');
+    const completed = server.next('complete');
+    server.offer(leasedRun(startMs, { ready_at: new Date(readyAtMs).toISOString() }));
+    return { startedAt: () => startedAtMs, completed };
+  }
+
+  test('with leaseAheadMs, asks for ahead_ms and starts a run leased ahead at its ready time, not before', async () => {
+    const { startedAt, completed } = await offerReadyAt(startMs + 150, { leaseAheadMs: 200 });
+    assert.equal(server.leases[0]?.ahead_ms, 200);
+    await heldOne();
+    await clock.advance(149);
+    assert.equal(startedAt(), null, 'held until its ready time');
+    await clock.advance(1);
+    await completed;
+    assert.equal(startedAt(), startMs + 150);
+    assert.equal(server.heartbeats.length, 0, 'a hold shorter than the heartbeat interval sends none');
+  });
+
+  test('a ready time further off than leaseAheadMs (a clock behind the server\'s) holds the run only leaseAheadMs', async () => {
+    const { startedAt, completed } = await offerReadyAt(startMs + 5_000, { leaseAheadMs: 200 });
+    await heldOne();
+    await clock.advance(200);
+    await completed;
+    assert.equal(startedAt(), startMs + 200);
+  });
+
+  test('without leaseAheadMs, a ready time ahead of this clock (skew) does not hold the run', async () => {
+    const { startedAt, completed } = await offerReadyAt(startMs + 150);
+    assert.equal(server.leases[0]?.ahead_ms, undefined);
+    await completed;
+    assert.equal(startedAt(), startMs);
   });
 
   test('run() resolves once stop() has drained', async () => {

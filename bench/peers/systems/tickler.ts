@@ -27,6 +27,12 @@ export interface ProblemCount {
   samples: string[];
 }
 
+/**
+ * The worker's `leaseAheadMs`: long enough that a lease answered in a busy moment still lands
+ * before the run's time (bench/lag-stages.ts at W2's rate: leases came 30-40 ms ahead).
+ */
+const leaseAheadMs = 50;
+
 export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
   readonly name;
   readonly settings: string;
@@ -55,6 +61,8 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
     this.settings = `tickler serve defaults (${storeKind === 'sqlite' ? 'embedded SQLite' : 'PostgreSQL 15'}); ` +
       `SDK createWorker, concurrency ${workerConcurrency}, prefetch ${workerConcurrency} (as graphile-worker's local ` +
       'queue), long-poll wait_s 20 with two requests parked while the pool is drained (the SDK default, longPolls 2), ' +
+      `leaseAheadMs ${leaseAheadMs} (runs already written ahead are leased up to that long before they are ready and ` +
+      'started at their time from a local timer, as the README advises for latency-sensitive pools), ' +
       'over HTTP; W1 one at a time twice: plain createJob (a POST /v1/jobs each, ' +
       'single_per_s) and with TicklerClient coalesceCreates: true and createJobId (concurrent calls share POST /v1/jobs:batch ' +
       'requests answered with ids, single_coalesced_per_s); batches with answer "id" (each item answers its job_id, not the whole job); W5 cancels through TicklerClient coalesceCancels: true (concurrent cancelJob calls share POST /v1/jobs:cancel requests); W6 jobs with overlap allow and tolerance_s 0' +
@@ -110,6 +118,7 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
       pool,
       concurrency: workerConcurrency,
       prefetch: workerConcurrency,
+      leaseAheadMs,
       logger,
       handler: (run) => {
         const handledAtMs = wallClock.nowMs();

@@ -45,9 +45,9 @@ export const tokenPattern = /^\d{1,19}$/;
  */
 const leaseRunsSql = prepared(
   `WITH picked AS (
-     SELECT r.ctid AS run_ctid, r.run_id, r.job_id, r.status AS from_status
+     SELECT r.ctid AS run_ctid, r.run_id, r.job_id, r.status AS from_status, q.due_at AS ready_at
        FROM active_runs q JOIN runs r ON r.run_id = q.run_id AND r.status = q.status AND r.held = q.held
-      WHERE q.pool = $1 AND q.status IN ('ready', 'retry_wait') AND NOT q.held AND q.due_at <= $2::bigint
+      WHERE q.pool = $1 AND q.status IN ('ready', 'retry_wait') AND NOT q.held AND q.due_at <= $2::bigint + $7::bigint
         AND ($3::text IS NULL OR q.team = $3)
       ORDER BY q.lane, q.due_at
       LIMIT $4
@@ -55,29 +55,33 @@ const leaseRunsSql = prepared(
    ), leased AS (
      UPDATE runs r SET status = 'running', attempt = r.attempt + 1, fencing_token = nextval('tickler_tokens'),
                        lease_ms = COALESCE($5::int, s.lease_s * 1000),
-                       lease_expires_at = $2::bigint + COALESCE($5::int, s.lease_s * 1000),
+                       lease_expires_at = GREATEST($2::bigint, p.ready_at) + COALESCE($5::int, s.lease_s * 1000),
                        started_at = $2, worker_id = $6, ready_at = NULL
        FROM picked p JOIN jobs j ON j.job_id = p.job_id
             CROSS JOIN LATERAL json_to_record(j.spec) AS s(lease_s int, payload json)
       WHERE r.ctid = p.run_ctid
      RETURNING r.run_id, r.job_id, r.team, r.lane, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
-               r.fencing_token::text AS fencing_token, r.lease_expires_at, p.from_status, s.payload::text AS payload
+               r.fencing_token::text AS fencing_token, r.lease_expires_at, p.from_status, s.payload::text AS payload,
+               p.ready_at
    ), queued AS (
      UPDATE active_runs q SET status = 'running', due_at = leased.lease_expires_at
        FROM leased WHERE q.job_id = leased.job_id AND q.run_id = leased.run_id
    ), events AS (
      INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
      SELECT run_id, $2, 'leased', from_status, 'running',
-            json_build_object('attempt', attempt, 'workerId', $6::text)
+            CASE WHEN ready_at > $2::bigint
+                 THEN json_build_object('attempt', attempt, 'workerId', $6::text, 'readyAt', ready_at)
+                 ELSE json_build_object('attempt', attempt, 'workerId', $6::text) END
        FROM leased
    )
-   SELECT run_id, job_id, team, attempt, scheduled_at, fire_at, dispatched_at, fencing_token, lease_expires_at, payload
+   SELECT run_id, job_id, team, attempt, scheduled_at, fire_at, dispatched_at, fencing_token, lease_expires_at, payload,
+          ready_at
      FROM leased
     ORDER BY lane, scheduled_at`, { autocommit: true });
 
 interface LeasedRow {
   run_id: string; job_id: string; team: string; attempt: number; scheduled_at: number; fire_at: number;
-  dispatched_at: number; fencing_token: string; lease_expires_at: number; payload: string | null;
+  dispatched_at: number; fencing_token: string; lease_expires_at: number; payload: string | null; ready_at: number;
 }
 
 export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest): Promise<LeasedRun[]> {
@@ -97,7 +101,7 @@ export async function leaseRunsWithin(tx: Transaction, request: LeaseRunsRequest
 }
 
 function leaseParameters(request: LeaseRunsRequest): unknown[] {
-  return [request.pool, request.nowMs, request.team, request.max, request.leaseMs, request.workerId];
+  return [request.pool, request.nowMs, request.team, request.max, request.leaseMs, request.workerId, request.aheadMs ?? 0];
 }
 
 function leasedRunOf(row: LeasedRow): LeasedRun {
@@ -112,6 +116,7 @@ function leasedRunOf(row: LeasedRow): LeasedRun {
     payloadJson: row.payload ?? 'null',
     fencingToken: row.fencing_token,
     leaseExpiresAtMs: row.lease_expires_at,
+    readyAtMs: row.ready_at,
   };
 }
 

@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import type Database from 'better-sqlite3';
 import { hasAttemptsLeft, retryDelayMs } from '../../domain/retry.js';
 import type { JobSpec, RunStatus } from '../../domain/types.js';
-import { laneOrder } from '../store.js';
+import { laneOrder, leasedEventDetail } from '../store.js';
 import type {
   CompleteOutcome, CompleteRequest, ExpiredLease, HeartbeatOutcome, LeaseRunsRequest, LeasedRun, ReplayOutcome,
   TeamScope,
@@ -32,6 +32,7 @@ interface LeasableRow {
   scheduled_at: number;
   fire_at: number;
   dispatched_at: number | null;
+  ready_at: number;
   lease_s: number;
   payload_json: string | null;
 }
@@ -72,7 +73,7 @@ export class RunTransitions {
     // payload's JSON text as stored, which goes to the worker unparsed.
     this.selectLeasable = db.prepare(`
       SELECT r.run_seq, r.run_id, r.job_id, r.team, r.status, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
-        j.spec ->> '$.lease_s' AS lease_s, j.spec -> '$.payload' AS payload_json
+        r.ready_at, j.spec ->> '$.lease_s' AS lease_s, j.spec -> '$.payload' AS payload_json
       FROM runs r JOIN jobs j ON j.job_seq = r.job_seq
       WHERE r.pool = ? AND r.lane = ? AND r.status IN ('ready', 'retry_wait') AND r.held = 0 AND r.ready_at <= ?
         AND (? IS NULL OR r.team = ?)
@@ -114,7 +115,8 @@ export class RunTransitions {
       for (const lane of laneOrder) {
         const remaining = request.max - leased.length;
         if (remaining <= 0) break;
-        const rows = this.selectLeasable.all(request.pool, lane, request.nowMs, request.team, request.team, remaining);
+        const rows = this.selectLeasable.all(request.pool, lane, request.nowMs + (request.aheadMs ?? 0), request.team,
+          request.team, remaining);
         if (rows.length === 0) continue;
         let token = this.tokens.reserve(rows.length);
         for (const row of rows) leased.push(this.leaseOne(row, token++, request));
@@ -124,16 +126,18 @@ export class RunTransitions {
     return atomically(this.db, apply);
   }
 
+  /** A run leased ahead (ready_at still to come) is leased from its ready time, and its event says so. */
   private leaseOne(row: LeasableRow, token: number, request: LeaseRunsRequest): LeasedRun {
     const leaseMs = request.leaseMs ?? row.lease_s * 1000;
-    const leaseExpiresAtMs = request.nowMs + leaseMs;
+    const readyAtMs = row.ready_at;
+    const leaseExpiresAtMs = Math.max(request.nowMs, readyAtMs) + leaseMs;
     this.markRunning.run(token, leaseMs, leaseExpiresAtMs, request.nowMs, request.workerId, row.run_seq);
     this.runs.eventOfSeq(row.run_seq, request.nowMs, 'leased', row.status as RunStatus, 'running',
-      JSON.stringify({ attempt: row.attempt + 1, workerId: request.workerId }));
+      JSON.stringify(leasedEventDetail(row.attempt + 1, request, readyAtMs)));
     return {
       runId: row.run_id, jobId: row.job_id, team: row.team, attempt: row.attempt + 1,
       scheduledAtMs: row.scheduled_at, fireAtMs: row.fire_at, dispatchedAtMs: row.dispatched_at ?? row.fire_at,
-      payloadJson: row.payload_json ?? 'null', fencingToken: String(token), leaseExpiresAtMs,
+      payloadJson: row.payload_json ?? 'null', fencingToken: String(token), leaseExpiresAtMs, readyAtMs,
     };
   }
 

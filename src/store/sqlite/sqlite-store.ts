@@ -337,7 +337,7 @@ export class SqliteStore implements Store {
     // A read first, answered at once: most long-poll wake-ups of an idle pool find nothing,
     // and a read costs a tenth of an empty write transaction.
     const readyAtMs = this.run(() => this.reads.nextReadyAtMs(request.team, request.pool));
-    if (readyAtMs === null || readyAtMs > request.nowMs) return [];
+    if (readyAtMs === null || readyAtMs > request.nowMs + (request.aheadMs ?? 0)) return [];
     // Through the group commit, so the leases and completions of one turn share a transaction,
     // but answered without waiting for the sync (`durable: false`): a lease's loss on power
     // failure is harmless. If it is lost, the run is `ready` again and is offered again (at
