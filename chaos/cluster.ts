@@ -30,6 +30,8 @@ export interface ClusterOptions {
   artifactsDir: string;
   timing: TimingConfig;
   workerLeaseS: number;
+  /** The workers' `--lease-ahead-ms`. */
+  workerLeaseAheadMs: number;
   schedulerCount: number;
   apiCount: number;
   workerCount: number;
@@ -85,7 +87,8 @@ export function addClusterProcesses(supervisor: Supervisor, options: ClusterOpti
     supervisor.add({
       name, command: process.execPath, cwd: options.repoDir, env: { TICKLER_LOG_LEVEL: 'warn' },
       args: ['--import', 'tsx', 'chaos/worker.ts', '--name', name, '--base-url', apiUrl,
-        '--history', join(options.artifactsDir, `${name}.jsonl`), '--lease-s', String(options.workerLeaseS)],
+        '--history', join(options.artifactsDir, `${name}.jsonl`), '--lease-s', String(options.workerLeaseS),
+        '--lease-ahead-ms', String(options.workerLeaseAheadMs)],
       logPath: join(options.artifactsDir, `${name}.log`), readyLogText: `chaos worker ${name} started`,
     });
   }

@@ -17,7 +17,7 @@ import { FaultTimeline, faultWindowsOf, lagStatsOf, type LagStats } from './faul
 import type {
   CompletionEvent,
   DispatchEvent,
-  HeartbeatEvent,
+  HandlerStartEvent, HeartbeatEvent,
   HistoryEvent,
   LedgerDispatchEvent,
   LedgerJobRecord,
@@ -40,6 +40,12 @@ export interface CheckOptions {
   faultSettleMs?: number;
   /** Allowance for rounding between processes' timestamps; default 5 ms. */
   clockSlackMs?: number;
+  /**
+   * The workers' `leaseAheadMs`: a run written ahead may be leased this long before its fire
+   * time, and a cancel or pause acknowledged after that no longer decides it (it raced). 0
+   * when absent.
+   */
+  leaseAheadMs?: number;
   /** Fail a run in which no stale write was rejected: the zombie was never exercised. */
   requireStaleRejected?: boolean;
   /** The counter of shard-token rejections at the sink. */
@@ -94,6 +100,7 @@ interface Observations {
   dispatches: Map<string, DispatchEvent[]>;
   completions: Map<string, CompletionEvent[]>;
   heartbeats: Map<string, HeartbeatEvent[]>;
+  handlerStarts: Map<string, HandlerStartEvent[]>;
   ledgerRuns: Map<string, LedgerRunRecord>;
   ledgerJobs: Map<string, LedgerJobRecord>;
 }
@@ -106,11 +113,12 @@ function push<T>(map: Map<string, T[]>, key: string, value: T): void {
 
 function observe(history: readonly HistoryEvent[]): Observations {
   const observations: Observations = { dispatches: new Map(), completions: new Map(), heartbeats: new Map(),
-    ledgerRuns: new Map(), ledgerJobs: new Map() };
+    handlerStarts: new Map(), ledgerRuns: new Map(), ledgerJobs: new Map() };
   for (const event of history) {
     if (event.type === 'dispatch') push(observations.dispatches, event.runId, event);
     else if (event.type === 'completion') push(observations.completions, event.runId, event);
     else if (event.type === 'heartbeat') push(observations.heartbeats, event.runId, event);
+    else if (event.type === 'handler_start') push(observations.handlerStarts, event.runId, event);
     else if (event.type === 'ledger_run') observations.ledgerRuns.set(event.runId, event);
     else if (event.type === 'ledger_job') observations.ledgerJobs.set(event.jobId, event);
   }
@@ -194,8 +202,12 @@ function checkOccurrence(occurrence: Occurrence, observations: Observations, fau
   const fireAtMs = Math.max(scheduledAtMs, dispatches[0]?.fireAtMs ?? ledger?.fireAtMs ?? scheduledAtMs);
   const faultKinds = faults.kindsAt(fireAtMs);
   const boundMs = faultKinds.length > 0 ? options.faultLagBoundMs : options.lagBoundMs;
-  const wanted = wantedAt(job, fireAtMs, boundMs);
-  const firstSeenAtMs = dispatches.length === 0 ? null : Math.min(...dispatches.map((dispatch) => dispatch.atMs));
+  const wanted = wantedAt(job, fireAtMs, boundMs, options.leaseAheadMs ?? 0);
+  // A run leased ahead is the worker's from the answer, but held until its ready time.
+  const firstSeenAtMs = dispatches.length === 0 ? null
+    : Math.min(...dispatches.map((dispatch) => Math.max(dispatch.atMs, dispatch.readyAtMs ?? dispatch.atMs)));
+  const starts = observations.handlerStarts.get(runId) ?? [];
+  const firstStartAtMs = starts.length === 0 ? null : Math.min(...starts.map((start) => start.atMs));
   const ledgerDispatchedAtMs = ledger === undefined ? null : ledgerDispatchedAt(ledger);
   const what = `${runId} (job ${occurrence.jobId}, scheduled ${new Date(scheduledAtMs).toISOString()})`;
   if (firstSeenAtMs !== null) tally.counts.dispatched += 1;
@@ -226,6 +238,8 @@ function checkOccurrence(occurrence: Occurrence, observations: Observations, fau
   const firstDispatchAtMs = Math.min(...candidates);
   if (firstDispatchAtMs + (options.clockSlackMs ?? 5) < fireAtMs) {
     tally.violate('early', `${what} dispatched at ${firstDispatchAtMs}, ${fireAtMs - firstDispatchAtMs} ms before its fire time`);
+  } else if (firstStartAtMs !== null && firstStartAtMs + (options.clockSlackMs ?? 5) < fireAtMs) {
+    tally.violate('early', `${what} started by its worker at ${firstStartAtMs}, ${fireAtMs - firstStartAtMs} ms before its fire time`);
   }
   // Lag is the platform's only when the create was acknowledged before the fire time.
   if (job.ackedAtMs === null || job.ackedAtMs > fireAtMs) return;

@@ -88,6 +88,20 @@ export interface DispatchEvent {
   attempt: number;
   fencingToken: string;
   leaseExpiresAtMs: number;
+  /**
+   * The run's `ready_at` from the lease answer, when later than the answer's arrival: a run
+   * leased ahead, which the worker holds until then (its handler start is a HandlerStartEvent).
+   */
+  readyAtMs?: number;
+}
+
+/** A chaos worker's handler starting an attempt, on the machine's clock. */
+export interface HandlerStartEvent {
+  type: 'handler_start';
+  atMs: number;
+  worker: string;
+  runId: string;
+  attempt: number;
 }
 
 export type AnswerOutcome = 'accepted' | 'stale_token' | 'cancelled' | 'not_found' | 'error' | 'unknown';
@@ -213,6 +227,7 @@ export type HistoryEvent =
   | ControlSentEvent
   | ControlAnswerEvent
   | DispatchEvent
+  | HandlerStartEvent
   | CompletionEvent
   | HeartbeatEvent
   | FaultStartEvent

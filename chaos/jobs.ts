@@ -144,14 +144,16 @@ export function pausedAtEnd(job: JobRecord): boolean {
 /**
  * Whether an occurrence due at `fireAtMs` was wanted. A change sent later than the fire plus
  * the lag bound cannot have raced it; one acknowledged before the fire decides it; anything
- * between raced the fire and makes it a maybe.
+ * between raced the fire and makes it a maybe. With workers leasing ahead, a run may be
+ * theirs `leaseAheadMs` before the fire, so only a change acknowledged before then decides it.
  */
-export function wantedAt(job: JobRecord, fireAtMs: number, lagBoundMs: number): Wanted {
+export function wantedAt(job: JobRecord, fireAtMs: number, lagBoundMs: number, leaseAheadMs = 0): Wanted {
+  const decidedBeforeMs = fireAtMs - leaseAheadMs;
   const controls = job.controls.filter((control) => !control.refused)
     .sort((left, right) => left.sentAtMs - right.sentAtMs);
   for (const control of controls) {
     if (control.kind !== 'cancel' || control.sentAtMs > fireAtMs + lagBoundMs) continue;
-    if (control.ackedAtMs !== null && control.ackedAtMs < fireAtMs) {
+    if (control.ackedAtMs !== null && control.ackedAtMs < decidedBeforeMs) {
       return { kind: 'excluded', reason: 'cancelled before its fire time', allowedFromMs: Infinity };
     }
     return { kind: 'maybe', reason: 'a cancel raced the fire' };
@@ -162,7 +164,7 @@ export function wantedAt(job: JobRecord, fireAtMs: number, lagBoundMs: number): 
     const resume = controls.slice(index + 1).find((control) => control.kind === 'resume');
     const resumeAckedAtMs = resume === undefined ? Infinity : resume.ackedAtMs ?? Infinity;
     if (resumeAckedAtMs + lagBoundMs < fireAtMs) continue; // paused and resumed before it
-    if (pause.ackedAtMs !== null && pause.ackedAtMs < fireAtMs && (resume === undefined || resume.sentAtMs > fireAtMs)) {
+    if (pause.ackedAtMs !== null && pause.ackedAtMs < decidedBeforeMs && (resume === undefined || resume.sentAtMs > fireAtMs)) {
       return { kind: 'excluded', reason: 'paused at its fire time', allowedFromMs: resume?.sentAtMs ?? Infinity };
     }
     return { kind: 'maybe', reason: 'a pause or resume raced the fire' };

@@ -30,6 +30,7 @@ export interface LeasedRunWire {
   attempt: number;
   fencing_token: string;
   lease_expires_at: string;
+  ready_at?: string;
   payload?: unknown;
 }
 
@@ -92,11 +93,13 @@ export function recordingFetch(options: RecordingFetchOptions): typeof fetch {
     for (const run of runs as LeasedRunWire[]) {
       if (options.silences(run)) silentTokens.add(run.fencing_token);
       const payload = typeof run.payload === 'object' && run.payload !== null ? run.payload as { create_id?: unknown } : {};
+      const readyAtMs = run.ready_at === undefined ? Number.NaN : Date.parse(run.ready_at);
       recorder.record({
         type: 'dispatch', worker: workerName, runId: run.run_id, jobId: run.job_id,
         ...(typeof payload.create_id === 'string' ? { createId: payload.create_id } : {}),
         scheduledAtMs: Date.parse(run.scheduled_at), fireAtMs: Date.parse(run.fire_at), attempt: run.attempt,
         fencingToken: run.fencing_token, leaseExpiresAtMs: Date.parse(run.lease_expires_at),
+        ...(readyAtMs > options.nowMs() ? { readyAtMs } : {}),
       });
     }
   };

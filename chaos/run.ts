@@ -8,6 +8,7 @@
  *
  * Usage: npm run chaos -- --seconds 120 --seed N [--pg-url postgres://...] [--artifacts DIR]
  *        [--keep-db] [--port-base 17000] [--lag-bound-ms 1000] [--no-faults] [--dispatch-ahead-min-timers 256]
+ *        [--lease-ahead-ms 0]
  */
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -65,6 +66,12 @@ interface RunArguments {
    * cancels racing the fire time meet runs already written.
    */
   dispatchAheadMinTimers: number;
+  /**
+   * The workers' `leaseAheadMs`: runs written ahead are leased that long before their time
+   * and held; the checker then judges a dispatch by its handler's start and lets a cancel
+   * acknowledged within that window of the fire race it.
+   */
+  leaseAheadMs: number;
 }
 
 function parseArguments(argv: string[]): RunArguments {
@@ -74,6 +81,7 @@ function parseArguments(argv: string[]): RunArguments {
     'port-base': { type: 'string', default: '17000' }, 'lag-bound-ms': { type: 'string', default: '1000' },
     'no-faults': { type: 'boolean', default: false },
     'dispatch-ahead-min-timers': { type: 'string', default: String(chaosTiming.dispatchAheadMinTimers) },
+    'lease-ahead-ms': { type: 'string', default: '0' },
   } });
   const integer = (text: string, name: string): number => {
     const value = Number(text);
@@ -87,6 +95,7 @@ function parseArguments(argv: string[]): RunArguments {
     portBase: integer(values['port-base'], 'port-base'), lagBoundMs: integer(values['lag-bound-ms'], 'lag-bound-ms'),
     noFaults: values['no-faults'],
     dispatchAheadMinTimers: integer(values['dispatch-ahead-min-timers'], 'dispatch-ahead-min-timers'),
+    leaseAheadMs: integer(values['lease-ahead-ms'], 'lease-ahead-ms'),
   };
 }
 
@@ -117,7 +126,7 @@ async function main(): Promise<number> {
   const layout = addClusterProcesses(supervisor, { storeUrl: database.url, portBase: args.portBase,
     artifactsDir: args.artifactsDir,
     timing: { ...chaosTiming, dispatchAheadMinTimers: args.dispatchAheadMinTimers }, workerLeaseS, schedulerCount: 3, apiCount: 2, workerCount: 4,
-    repoDir });
+    workerLeaseAheadMs: args.leaseAheadMs, repoDir });
   try {
     return await runPhases(args, { clock, log, recorder, supervisor, layout, database, runTag });
   } finally {
@@ -198,7 +207,7 @@ async function runPhases(args: RunArguments, context: Context): Promise<number> 
     .map((name) => parseHistory(readFileSync(join(args.artifactsDir, name), 'utf8'))));
   writeFileSync(join(args.artifactsDir, 'history.jsonl'), history.map((event) => JSON.stringify(event)).join('\n'));
   const report = checkHistory(history, { lagBoundMs: args.lagBoundMs, faultLagBoundMs, expectUntilMs, drainEndMs,
-    expandSchedule, requireStaleRejected: !args.noFaults });
+    expandSchedule, requireStaleRejected: !args.noFaults, leaseAheadMs: args.leaseAheadMs });
   writeFileSync(join(args.artifactsDir, 'report.json'), JSON.stringify(report, null, 1));
   process.stdout.write(`${formatReport(report)}\n`);
   const nodeFindings = [

@@ -9,7 +9,12 @@
  * its lease, kept alive by heartbeats) or `outlive` (the first attempt withholds its heartbeats
  * and outlives its lease, so its completion must be refused).
  *
+ * With `--lease-ahead-ms N` it leases runs written ahead up to N ms before they are ready
+ * (the SDK's `leaseAheadMs`); every handler records its start (`handler_start`), so the
+ * checker sees when a run held that way actually began.
+ *
  * Usage: tsx chaos/worker.ts --name W --base-url URL --history FILE [--lease-s 5] [--concurrency 16]
+ *   [--lease-ahead-ms 0]
  */
 import { parseArgs } from 'node:util';
 import { SystemClock } from '../src/clock.js';
@@ -61,6 +66,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({ options: {
     name: { type: 'string' }, 'base-url': { type: 'string' }, history: { type: 'string' },
     'lease-s': { type: 'string', default: '5' }, concurrency: { type: 'string', default: '16' },
+    'lease-ahead-ms': { type: 'string', default: '0' },
   } });
   if (values.name === undefined || values['base-url'] === undefined || values.history === undefined) {
     throw new Error('usage: worker.ts --name W --base-url URL --history FILE [--lease-s 5] [--concurrency 16]');
@@ -72,9 +78,14 @@ async function main(): Promise<void> {
     recorder, workerName: values.name, nowMs: () => clock.nowMs(),
     silences: (run) => payloadOf(run).behaviour === 'outlive' && run.attempt === 1,
   }) });
+  const workerName = values.name;
   const worker = createWorker({
-    client, pool: chaosPool, concurrency: Number(values.concurrency), leaseS, waitS: 5, workerId: values.name, clock,
-    handler: (run, context) => handle(run, context.signal, clock, leaseS * 1_000),
+    client, pool: chaosPool, concurrency: Number(values.concurrency), leaseS, waitS: 5, workerId: workerName, clock,
+    leaseAheadMs: Number(values['lease-ahead-ms']),
+    handler: (run, context) => {
+      recorder.record({ type: 'handler_start', worker: workerName, runId: run.run_id, attempt: run.attempt });
+      return handle(run, context.signal, clock, leaseS * 1_000);
+    },
   });
   process.once('SIGTERM', () => {
     void worker.stop({ timeoutMs: 5_000 }).then(() => {

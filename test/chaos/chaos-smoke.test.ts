@@ -21,6 +21,12 @@ const seconds = 60;
  * still fire whole. docs/chaos.md has runs of both kinds.
  */
 const dispatchAheadMinTimers = 1;
+/**
+ * The workers lease runs written ahead up to 50 ms before their time and hold them (the SDK's
+ * `leaseAheadMs`), so leases, kills and cancels meet runs held that way too; the checker
+ * judges them by their handlers' starts.
+ */
+const leaseAheadMs = 50;
 const artifactsDir = join('artifacts', 'chaos-smoke');
 
 async function postgresReachable(): Promise<string | null> {
@@ -46,7 +52,7 @@ void it(`a ${seconds}-second chaos run with seed ${seed} keeps the promise`, { s
   assert.equal(unreachable, null, `PostgreSQL is required (TICKLER_REQUIRE_PG=1) but not reachable at ${testPgUrl}`);
   const child = spawn(process.execPath, ['--import', 'tsx', 'chaos/run.ts', '--seconds', String(seconds), '--seed',
     String(seed), '--artifacts', artifactsDir, '--port-base', '17400', '--dispatch-ahead-min-timers',
-    String(dispatchAheadMinTimers)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    String(dispatchAheadMinTimers), '--lease-ahead-ms', String(leaseAheadMs)], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => {
     output += chunk.toString('utf8');
@@ -61,7 +67,10 @@ void it(`a ${seconds}-second chaos run with seed ${seed} keeps the promise`, { s
   };
   assert.equal(report.valid, true);
   assert.ok(report.counts.expected > 0 && report.counts.dispatched > 0, 'the run did work');
-  const ledgerRuns = readFileSync(join(artifactsDir, 'history.jsonl'), 'utf8').split('\n')
+  const historyLines = readFileSync(join(artifactsDir, 'history.jsonl'), 'utf8').split('\n');
+  const leasedAhead = historyLines.filter((line) => line.includes('"type":"dispatch"') && line.includes('"readyAtMs"'));
+  assert.ok(leasedAhead.length > 0, 'runs were leased ahead of their ready time');
+  const ledgerRuns = historyLines
     .filter((line) => line.includes('"type":"ledger_run"'))
     .map((line) => JSON.parse(line) as { events: { type: string; ahead?: boolean }[] });
   const writtenAhead = ledgerRuns.filter((run) => run.events.some((event) => event.type === 'dispatched' && event.ahead === true));

@@ -143,6 +143,42 @@ void describe('history checker', () => {
       writtenAhead()], options)), ['early']);
   });
 
+  void it('judges a run leased ahead by its ready time and its handler\'s start: held till then valid, started before early', () => {
+    const at = t0 + 5_000;
+    const run = ledgerRun('j1', at, 'succeeded', at - 2_000);
+    const writtenAhead: LedgerRunRecord = {
+      ...run, events: [{ atMs: at - 2_000, type: 'dispatched', toStatus: 'ready', ahead: true }, ...run.events],
+    };
+    const leasedAhead: DispatchEvent = { ...dispatch('j1', at, at - 40), readyAtMs: at };
+    const started = (atMs: number): HistoryEvent => ({ type: 'handler_start', atMs, worker: 'w1', runId: leasedAhead.runId, attempt: 1 });
+    const held = checkHistory([...createOneShot('j1', at), leasedAhead, started(at + 1), completion(leasedAhead, at + 50),
+      writtenAhead], { ...options, leaseAheadMs: 50 });
+    assert.deepEqual(held.violations, []);
+    assert.equal(held.lag.outsideFault.maxMs, 0);
+    const startedEarly = checkHistory([...createOneShot('j1', at), leasedAhead, started(at - 30), completion(leasedAhead, at),
+      writtenAhead], { ...options, leaseAheadMs: 50 });
+    assert.deepEqual(kindsOf(startedEarly), ['early'], 'a handler that did not wait for the ready time');
+    const unmarked = { ...leasedAhead, readyAtMs: undefined };
+    delete unmarked.readyAtMs;
+    assert.deepEqual(kindsOf(checkHistory([...createOneShot('j1', at), unmarked, completion(unmarked, at + 50), writtenAhead],
+      { ...options, leaseAheadMs: 50 })), ['early'], 'a lease answered early without a ready time is early');
+  });
+
+  void it('with workers leasing ahead, a cancel acknowledged within that window of the fire raced it; one before decides it', () => {
+    const at = t0 + 5_000;
+    const cancelAckedAt = (ackedAtMs: number): HistoryEvent[] => [
+      { type: 'control_sent', atMs: ackedAtMs - 10, kind: 'cancel', jobId: 'j1' },
+      { type: 'control_answer', atMs: ackedAtMs, kind: 'cancel', jobId: 'j1', outcome: 'acked' },
+    ];
+    const leaseAhead = { ...options, leaseAheadMs: 50 };
+    const raced = checkHistory([...healthyOneShot('j1', at), ...cancelAckedAt(at - 30)], leaseAhead);
+    assert.deepEqual(raced.violations, []);
+    assert.equal(raced.counts.maybe, 1);
+    assert.deepEqual(kindsOf(checkHistory([...healthyOneShot('j1', at), ...cancelAckedAt(at - 30)], options)), ['unexpected'],
+      'without leasing ahead the same cancel decides it');
+    assert.deepEqual(kindsOf(checkHistory([...healthyOneShot('j1', at), ...cancelAckedAt(at - 60)], leaseAhead)), ['unexpected']);
+  });
+
   void it('holds lag to the tight bound outside fault windows', () => {
     const report = checkHistory(healthyOneShot('j1', t0 + 5_000, 900), options);
     assert.deepEqual(kindsOf(report), ['late_outside_fault']);
