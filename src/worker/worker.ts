@@ -77,8 +77,8 @@ export interface WorkerOptions {
    * `batchTriggerAcquisitionFireAheadTimeWindow`). Only runs already in the ledger can be
    * leased so: a one-shot herd or a dense stream the scheduler writes ahead, a retry waiting
    * out its delay. A run leased ahead is this worker's: a cancel or change that lands after
-   * the lease does not take it back (API.md, "Leasing ahead"). Held runs take prefetch
-   * places. Default 0 (lease only what is ready); at most 1,000.
+   * the lease does not take it back (API.md, "Leasing ahead"). Held runs count against the
+   * free slots and prefetch places. Default 0 (lease only what is ready); at most 1,000.
    */
   leaseAheadMs?: number;
   /** Drives heartbeats and backoff; tests pass a VirtualClock. */

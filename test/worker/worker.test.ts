@@ -387,6 +387,13 @@ describe('createWorker', () => {
     for (const handler of handlers.slice(4)) handler.finish('y');
   });
 
+  test('leaseAheadMs must be an integer from 0 to 1,000', () => {
+    for (const leaseAheadMs of [-1, 1_001, 2.5]) {
+      assert.throws(() => createWorker({ baseUrl: server.url, pool: 'p', concurrency: 1, handler: () => undefined, leaseAheadMs }),
+        RangeError);
+    }
+  });
+
   test('longPolls must be an integer from 1 to 8', () => {
     for (const longPolls of [0, 9, 1.5]) {
       assert.throws(() => createWorker({ baseUrl: server.url, pool: 'p', concurrency: 1, handler: () => undefined, longPolls }),
