@@ -309,6 +309,15 @@ describe('createWorker', () => {
     assert.equal(startedAt(), startMs + 200);
   });
 
+  test('a stop that runs out of patience lets go of runs still held: their handlers never start', async () => {
+    const { startedAt } = await offerReadyAt(startMs + 150, { leaseAheadMs: 200 });
+    await heldOne();
+    await worker!.stop({ timeoutMs: 0 });
+    assert.equal(startedAt(), null);
+    assert.equal(server.completions.length, 0, 'not completed: the server offers it again when its lease expires');
+    assert.ok(logger.lines.some((line) => line.message.includes('lease lost before the handler started')));
+  });
+
   test('without leaseAheadMs, a ready time ahead of this clock (skew) does not hold the run', async () => {
     const { startedAt, completed } = await offerReadyAt(startMs + 150);
     assert.equal(server.leases[0]?.ahead_ms, undefined);
@@ -416,6 +425,27 @@ describe('createWorker', () => {
     await refill;
     assert.equal(server.leases[1]?.max, 2, 'one request for both free slots');
     for (const handler of handlers.slice(2)) handler.finish('c');
+  });
+
+  test('runs held for their ready time count as work in hand: a lone freed slot waits for more', async () => {
+    const started: string[] = [];
+    start((run) => {
+      started.push(run.run_id);
+    }, { concurrency: 8, leaseAheadMs: 200, leaseLingerMs: 1_000, longPolls: 1 });
+    await server.next('lease');
+    const readyNow = leasedRun(startMs);
+    const held = Array.from({ length: 7 }, () => leasedRun(startMs, { ready_at: new Date(startMs + 100).toISOString() }));
+    const completed = server.next('complete');
+    server.offer(readyNow, ...held);
+    await completed;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.deepEqual(started, [readyNow.run_id]);
+    assert.equal(server.leases.length, 1, 'one slot of eight free while seven runs are held: no lease for one run');
+    const refill = server.next('lease');
+    await clock.advance(100);
+    await refill;
+    assert.equal(started.length, 8, 'the held runs started at their ready time');
+    assert.ok(server.leases[1]!.max >= 2, `one request for a quarter of the slots at least, got ${server.leases[1]!.max}`);
   });
 
   test('the wait for more free slots ends after leaseLingerMs', async () => {
