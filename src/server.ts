@@ -171,6 +171,14 @@ async function whenDatabaseAnswers<T>(what: string, logger: Logger, open: () => 
   }
 }
 
+/**
+ * After a crash, a lease the dead process committed may never have reached its worker (the
+ * answer died with it), and would hold its run for the whole `lease_s` (bench:peers W8: one run
+ * 60 s late). Workers heartbeat every third of a lease, so leases are cut to that plus this
+ * margin from the restart: a worker that has its run keeps it, a lost answer is offered again.
+ */
+const orphanedLeaseMarginMs = 5_000;
+
 async function openStore(options: ServeOptions, clock: Clock, timing: TimingConfig, logger: Logger):
   Promise<{ store: Store; lock: DataDirLock | null; url: string }> {
   const storeUrl = options.storeUrl ?? `sqlite:${join(options.dataDir, 'tickler.db')}`;
@@ -189,6 +197,13 @@ async function openStore(options: ServeOptions, clock: Clock, timing: TimingConf
   const lock = acquireDataDirLock(dataDir);
   try {
     const store = await openSqliteStore({ path, nearHorizonMs: timing.loadHorizonMs });
+    if (lock.tookOverFromDeadProcess) {
+      const cut = store.shortenOrphanedLeases(clock.nowMs(), orphanedLeaseMarginMs);
+      if (cut > 0) {
+        logger.warn({ leases: cut, marginMs: orphanedLeaseMarginMs },
+          'worker leases granted before the crash now expire a third of their lease (plus the margin) from now unless heartbeated');
+      }
+    }
     return { store, lock, url: storeUrl };
   } catch (error) {
     lock.release();

@@ -292,6 +292,40 @@ test('acknowledged creates, cancels and completions survive kill -9 (invariant 5
   }
 });
 
+test('after kill -9, leases the dead server granted last a third of lease_s plus 5 s unless heartbeated', async () => {
+  const data = tempDataDir();
+  try {
+    const first = await startServerProcess({ dataDir: data.dir, args: ['--virtual-clock', '--start-at', startAt] });
+    const client = new TicklerClient({ baseUrl: first.url });
+    const lost = await client.createJob({ schedule: { at: at(1_000) }, pool: 'orphans', lease_s: 60 });
+    const kept = await client.createJob({ schedule: { at: at(1_000) }, pool: 'orphans', lease_s: 60 });
+    await client.advanceClock(1);
+    const { runs } = await client.leaseRuns({ pool: 'orphans', max: 2, wait_s: 0 });
+    assert.equal(runs.length, 2);
+    const keptRun = runs.find((run) => run.job_id === kept.job_id)!;
+    await first.kill();
+    // Restarted a second later: 60 s leases granted at 1 s are cut to 2 + 20 + 5 = 27 s.
+    const second = await startServerProcess({ dataDir: data.dir, args: ['--virtual-clock', '--start-at', at(2_000)] });
+    try {
+      const after = new TicklerClient({ baseUrl: second.url });
+      // The worker that got its answer heartbeats within a third of the lease, and keeps its run.
+      const beat = await after.heartbeat(keptRun.run_id, keptRun.fencing_token);
+      assert.equal(beat.lease_expires_at, at(62_000));
+      await after.advanceClock(24);
+      assert.equal((await runsOf(after, lost.job_id))[0]?.status, 'running', 'not before 27 s');
+      await after.advanceClock(2);
+      assert.equal((await runsOf(after, lost.job_id))[0]?.status, 'ready', 'the lease whose answer died with the server is offered again');
+      assert.equal((await runsOf(after, kept.job_id))[0]?.status, 'running', 'the heartbeated lease is untouched');
+      const events = (await after.getRun((await runsOf(after, lost.job_id))[0]!.run_id)).events ?? [];
+      assert.equal(events.filter((event) => event.type === 'lease_expired').length, 1);
+    } finally {
+      await second.stop();
+    }
+  } finally {
+    data.remove();
+  }
+});
+
 test('the dead man\'s switch flags a job that keeps failing and clears once it succeeds', async () => {
   await withServer(async (server, client) => {
     const job = await client.createJob({

@@ -364,6 +364,20 @@ export class SqliteStore implements Store {
       (done) => this.notifier.emitRunsReady(done.readyPools)).then((done) => done.expired);
   }
 
+  /**
+   * Cuts the worker leases an earlier process on this file granted to a third of each lease
+   * plus `marginMs` from `nowMs` (from the run's ready time when it was leased ahead): call it
+   * once at open, while the data-directory lock proves that process gone. A worker that got
+   * its lease heartbeats within a third of the lease (the worker contract, DESIGN.md flow 6)
+   * and keeps it; a lease whose answer died with the process is offered again that much
+   * sooner, instead of after its whole `lease_s`. Answers how many leases were cut.
+   */
+  shortenOrphanedLeases(nowMs: number, marginMs: number): number {
+    return this.db.prepare(`UPDATE runs SET lease_expires_at = MAX(@now, lease_expires_at - lease_ms) + lease_ms / 3 + @margin
+      WHERE status = 'running' AND lease_expires_at > MAX(@now, lease_expires_at - lease_ms) + lease_ms / 3 + @margin`)
+      .run({ now: nowMs, margin: marginMs }).changes;
+  }
+
   async nextRunDeadlineMs(): Promise<number | null> {
     return this.run(() => this.reads.nextRunDeadlineMs());
   }
