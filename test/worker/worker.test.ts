@@ -1,6 +1,9 @@
 // The worker SDK against a real HTTP server that speaks the worker routes. Heartbeats and
 // backoff run on a VirtualClock, so "a third of the lease later" is a clock advance, not a sleep.
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, test } from 'node:test';
 import { VirtualClock } from '../../src/clock.js';
 import { TicklerClient } from '../../src/worker/client.js';
@@ -510,6 +513,29 @@ describe('createWorker', () => {
     assert.ok(!server.completions.some((completion) => completion.runId === held.run_id), 'and no completion was sent for it');
   });
 
+  test('a server that refuses connections (restarting) is retried every ~0.5 s, not every 2 s', async () => {
+    const gone = createServer();
+    gone.listen(0, '127.0.0.1');
+    await once(gone, 'listening');
+    const { port } = gone.address() as AddressInfo;
+    await new Promise((resolve) => gone.close(resolve));
+    const backoffs: number[] = [];
+    logger.on('line', (message: string) => {
+      if (message.startsWith('lease request failed')) backoffs.push((logger.lines.at(-1)!.details as { delayMs: number }).delayMs);
+    });
+    worker = createWorker({
+      baseUrl: `http://127.0.0.1:${port}`, pool: 'p', concurrency: 1, handler: () => undefined, logger, clock, random: () => 0.5,
+    });
+    worker.start();
+    for (let failures = 1; failures <= 7; failures++) {
+      while (backoffs.length < failures) await new Promise((resolve) => setImmediate(resolve));
+      await clock.advance(backoffs.at(-1)!);
+    }
+    assert.deepEqual(backoffs.slice(0, 7), [100, 200, 400, 500, 500, 500, 500]);
+    const failure = logger.lines.find((line) => line.message.startsWith('lease request failed'))!;
+    assert.match(String((failure.details as { error?: unknown }).error), /ECONNREFUSED/);
+  });
+
   test('a failing lease request backs off on the clock, then resumes', async () => {
     server.leaseAnswers.push({ status: 503, body: { error: { code: 'unavailable', message: 'store down' } } });
     start(() => 'x');
@@ -532,5 +558,12 @@ describe('leaseErrorBackoffMs', () => {
     assert.equal(leaseErrorBackoffMs(1, () => 0), 50);
     assert.equal(leaseErrorBackoffMs(1, () => 0.999_999) < 150, true);
     assert.equal(leaseErrorBackoffMs(1, () => 0.5, 2), 2_000);
+  });
+
+  test('while the connection is refused the cap is 500 ms; Retry-After still wins', () => {
+    assert.equal(leaseErrorBackoffMs(1, () => 0.5, undefined, true), 100);
+    assert.equal(leaseErrorBackoffMs(30, () => 0.5, undefined, true), 500);
+    assert.equal(leaseErrorBackoffMs(30, () => 0.999_999, undefined, true) < 750, true);
+    assert.equal(leaseErrorBackoffMs(30, () => 0.5, 2, true), 2_000);
   });
 });
