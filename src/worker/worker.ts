@@ -31,7 +31,7 @@ import { createLogger } from '../obs/log.js';
 import { TicklerClient, describe } from './client.js';
 import { TicklerApiError } from './errors.js';
 import { completionBatcher, heartbeatBatcher, type CompletionBatcher, type HeartbeatBatcher } from './batched-calls.js';
-import { LeaseLostError, RunAttempt, type RunHandler, type WorkerLogger } from './run-attempt.js';
+import { LeaseLostError, RunAttempt, type AttemptDependencies, type RunHandler, type WorkerLogger } from './run-attempt.js';
 import type { LeasedRun } from './wire.js';
 
 export interface WorkerOptions {
@@ -172,11 +172,13 @@ class PullWorker implements Worker {
   private readonly random: () => number;
   private readonly waitS: number;
   /** Attempts from lease to acknowledged completion. */
-  private readonly inFlight = new Map<string, { attempt: RunAttempt; done: Promise<void> }>();
+  /** Leased runs not yet done (held, waiting, running or completing); `drained` settles when it empties. */
+  private readonly inFlight = new Set<RunAttempt>();
+  private drained: (() => void) | undefined;
   /** Handlers running now: the slots in use. */
   private runningCount = 0;
-  /** Starters of leased runs waiting for a slot (prefetched), oldest first. */
-  private readonly waiting: (() => void)[] = [];
+  /** Leased runs waiting for a slot (prefetched), oldest first. */
+  private readonly waiting: RunAttempt[] = [];
   /** Runs leased ahead, held until their ready time. */
   /** Runs leased ahead and held for their ready time: each one's release (start it, or let it go). */
   private readonly holds = new Set<() => void>();
@@ -184,6 +186,7 @@ class PullWorker implements Worker {
   private readonly prefetch: number;
   private readonly completions: CompletionBatcher;
   private readonly heartbeats: HeartbeatBatcher;
+  private readonly attemptDependencies: AttemptDependencies;
   private readonly longPolls: number;
   /** Lease requests in flight, and the slots they asked for. */
   private readonly leases = new Set<Promise<void>>();
@@ -245,6 +248,22 @@ class PullWorker implements Worker {
       'the server has no batch route; sending one request per run');
     this.completions = completionBatcher(this.client, routeMissing('POST /v1/runs:complete'));
     this.heartbeats = heartbeatBatcher(this.client, routeMissing('POST /v1/runs:heartbeat'));
+    // One for every attempt: an object and a closure per run were garbage the worker's
+    // scavenges paid for (docs/benchmarks.md, fourteenth session).
+    this.attemptDependencies = {
+      completions: this.completions,
+      heartbeats: this.heartbeats,
+      onHandlerSettled: () => {
+        this.runningCount--;
+        this.startWaiting();
+        this.wakeLoop();
+      },
+      clock: this.clock,
+      handler: options.handler,
+      logger: this.logger,
+      leaseS: options.leaseS,
+      random: this.random,
+    };
     this.runDone = new Promise((resolve) => {
       this.resolveRun = resolve;
     });
@@ -281,7 +300,7 @@ class PullWorker implements Worker {
     let patience: TimerHandle | undefined;
     if (timeoutMs !== undefined) {
       patience = this.clock.setTimer(this.clock.nowMs() + timeoutMs, () => {
-        for (const { attempt } of this.inFlight.values()) {
+        for (const attempt of this.inFlight) {
           attempt.abort(new LeaseLostError('stopping', `worker stopping: handler still running after ${timeoutMs} ms`));
         }
         // Runs still held for their ready time are let go now: aborted, their handlers never start.
@@ -290,7 +309,11 @@ class PullWorker implements Worker {
     }
     await this.loopDone;
     // Handlers that arrive from a lease answered during the stop are in inFlight too.
-    while (this.inFlight.size > 0) await Promise.all([...this.inFlight.values()].map(({ done }) => done));
+    while (this.inFlight.size > 0) {
+      await new Promise<void>((resolve) => {
+        this.drained = resolve;
+      });
+    }
     patience?.cancel();
     this.state = 'stopped';
     if (wasRunning) this.logger.info({ workerId: this.workerId }, 'worker stopped');
@@ -388,32 +411,9 @@ class PullWorker implements Worker {
    * leased ahead of its ready time waits for that time first (heartbeating meanwhile).
    */
   private accept(run: LeasedRun): void {
-    const attempt = new RunAttempt(run, {
-      completions: this.completions,
-      heartbeats: this.heartbeats,
-      onHandlerSettled: () => {
-        this.runningCount--;
-        this.startWaiting();
-        this.wakeLoop();
-      },
-      clock: this.clock,
-      handler: this.options.handler,
-      logger: this.logger,
-      leaseS: this.options.leaseS,
-      random: this.random,
-    });
+    const attempt = new RunAttempt(run, this.attemptDependencies);
     attempt.keepAlive();
-    // The same run_id cannot be leased twice while we hold it; a key per lease keeps the map honest anyway.
-    const key = `${run.run_id}:${run.fencing_token}`;
-    let start!: () => void;
-    const slotTaken = new Promise<void>((resolve) => {
-      start = resolve;
-    });
-    const done = slotTaken.then(() => attempt.execute()).finally(() => {
-      this.inFlight.delete(key);
-      this.wakeLoop();
-    });
-    this.inFlight.set(key, { attempt, done });
+    this.inFlight.add(attempt);
     // The ready time is the server's clock; the hold never exceeds leaseAheadMs, so a worker
     // whose clock lags the server's cannot sit on a run longer than it asked to.
     const nowMs = this.clock.nowMs();
@@ -422,22 +422,33 @@ class PullWorker implements Worker {
       const release = (): void => {
         timer.cancel();
         this.holds.delete(release);
-        this.waiting.push(start);
+        this.waiting.push(attempt);
         this.startWaiting();
       };
       const timer = this.clock.setTimer(Math.min(readyAtMs, nowMs + this.leaseAheadMs), release);
       this.holds.add(release);
       return;
     }
-    this.waiting.push(start);
+    this.waiting.push(attempt);
     this.startWaiting();
+  }
+
+  /** Runs an attempt that took a slot to its end (handler and completion), then lets it go. */
+  private async launch(attempt: RunAttempt): Promise<void> {
+    try {
+      await attempt.execute();
+    } finally {
+      this.inFlight.delete(attempt);
+      if (this.inFlight.size === 0) this.drained?.();
+      this.wakeLoop();
+    }
   }
 
   /** Hands waiting runs to free slots, oldest first. */
   private startWaiting(): void {
     while (this.runningCount < this.options.concurrency && this.waiting.length > 0) {
       this.runningCount++;
-      this.waiting.shift()!();
+      void this.launch(this.waiting.shift()!);
     }
   }
 
