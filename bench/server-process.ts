@@ -3,8 +3,10 @@
  * when it prints "tickler listening on URL", measured from outside (RSS from /proc, counters
  * from /metrics) and stopped with real signals (SIGTERM, or SIGKILL for the restart test).
  *
+ * It starts what a user's `npm start` starts: bin/tickler.js, which runs the build in dist/
+ * when it is fresh and the sources through tsx otherwise (`npm run bench:peers` builds first).
  * The CLI path can be overridden with TICKLER_BENCH_CLI (a script taking the same `serve`
- * flags) so the harness can be exercised against another build.
+ * flags; a `.ts` path runs through tsx) so the harness can be exercised against another tree.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
@@ -13,7 +15,7 @@ import { join, resolve } from 'node:path';
 import { TicklerClient } from '../src/worker/client.js';
 
 export const repoRoot = resolve(import.meta.dirname, '..');
-const cliPathDefault = join(repoRoot, 'src', 'cli', 'main.ts');
+const cliPathDefault = join(repoRoot, 'bin', 'tickler.js');
 const stderrKeptBytesMax = 64 * 1_024;
 const listenTimeoutMs = 120_000;
 
@@ -48,7 +50,7 @@ export function makeTempDir(prefix: string): { dir: string; remove(): void } {
 
 export async function startBenchServer(options: ServerStartOptions): Promise<BenchServer> {
   const cliPath = process.env['TICKLER_BENCH_CLI'] ?? cliPathDefault;
-  const nodeFlags = ['--import', 'tsx'];
+  const nodeFlags = cliPath.endsWith('.ts') ? ['--import', 'tsx'] : [];
   if (options.cpuProfileDir !== undefined) {
     mkdirSync(options.cpuProfileDir, { recursive: true });
     nodeFlags.push('--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`);

@@ -1,7 +1,33 @@
 #!/usr/bin/env node
-// The `tickler` command. The sources are TypeScript run through tsx (a runtime dependency),
-// so there is no build step between a checkout and a working command.
-import { register } from 'tsx/esm/api';
+// The `tickler` command. It runs the build in dist/ (made by `npm install` or `npm run build`,
+// scripts/build.mjs) when that build is newer than every file under src/, and otherwise the
+// TypeScript sources through tsx (a runtime dependency), so a checkout works without a build
+// and an edited source is never shadowed by a stale build. TICKLER_FROM_SOURCE=1 forces the
+// sources. Started from dist/, `tickler serve` is ready in about half the time.
+import { readdirSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 
-register();
-await import('../src/cli/main.ts');
+const root = resolve(import.meta.dirname, '..');
+
+function buildIsFresh() {
+  if (process.env.TICKLER_FROM_SOURCE === '1') return false;
+  let builtMs;
+  try {
+    builtMs = statSync(join(root, 'dist', '.built')).mtimeMs;
+  } catch {
+    return false;
+  }
+  const src = join(root, 'src');
+  for (const entry of readdirSync(src, { recursive: true, withFileTypes: true })) {
+    if (entry.isFile() && statSync(join(entry.parentPath ?? entry.path, entry.name)).mtimeMs > builtMs) return false;
+  }
+  return true;
+}
+
+if (buildIsFresh()) {
+  await import('../dist/cli/main.js');
+} else {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import('../src/cli/main.ts');
+}

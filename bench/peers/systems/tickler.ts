@@ -58,7 +58,8 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
     const attached = options.attached;
     this.name = storeKind === 'sqlite' ? 'tickler-sqlite' as const : 'tickler-postgres' as const;
     this.attached = attached;
-    this.settings = `tickler serve defaults (${storeKind === 'sqlite' ? 'embedded SQLite' : 'PostgreSQL 15'}); ` +
+    this.settings = `tickler serve defaults (${storeKind === 'sqlite' ? 'embedded SQLite' : 'PostgreSQL 15'}), ` +
+      'started as npm start starts it (bin/tickler.js, from the dist/ build that npm run bench:peers makes first); ' +
       `SDK createWorker, concurrency ${workerConcurrency}, prefetch ${workerConcurrency} (as graphile-worker's local ` +
       'queue), long-poll wait_s 20 with two requests parked while the pool is drained (the SDK default, longPolls 2), ' +
       `leaseAheadMs ${leaseAheadMs} (runs already written ahead are leased up to that long before they are ready and ` +
