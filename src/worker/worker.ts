@@ -171,15 +171,14 @@ class PullWorker implements Worker {
   private readonly logger: WorkerLogger;
   private readonly random: () => number;
   private readonly waitS: number;
-  /** Attempts from lease to acknowledged completion. */
-  /** Leased runs not yet done (held, waiting, running or completing); `drained` settles when it empties. */
+  /** Leased runs from lease to acknowledged completion (held, waiting, running or completing). */
   private readonly inFlight = new Set<RunAttempt>();
+  /** Settles a stop's wait once `inFlight` empties. */
   private drained: (() => void) | undefined;
   /** Handlers running now: the slots in use. */
   private runningCount = 0;
   /** Leased runs waiting for a slot (prefetched), oldest first. */
   private readonly waiting: RunAttempt[] = [];
-  /** Runs leased ahead, held until their ready time. */
   /** Runs leased ahead and held for their ready time: each one's release (start it, or let it go). */
   private readonly holds = new Set<() => void>();
   private readonly leaseAheadMs: number;
