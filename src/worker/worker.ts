@@ -155,9 +155,9 @@ export function createWorker(options: WorkerOptions): Worker {
  * connection is refused), ×0.5–1.5 jitter; Retry-After wins.
  */
 export function leaseErrorBackoffMs(
-  consecutiveErrors: number, random: () => number, retryAfterS?: number, connectionRefused = false,
+  consecutiveErrors: number, random: () => number, retryAfterS?: number, refused = false,
 ): number {
-  const capMs = connectionRefused ? refusedBackoffMsMax : errorBackoffMsMax;
+  const capMs = refused ? refusedBackoffMsMax : errorBackoffMsMax;
   const exponentialMs = Math.min(errorBackoffMsBase * 2 ** Math.max(0, consecutiveErrors - 1), capMs);
   const jitteredMs = exponentialMs * (0.5 + random());
   return retryAfterS === undefined ? jitteredMs : Math.max(jitteredMs, retryAfterS * 1_000);
