@@ -42,8 +42,10 @@ const applicationName = `pg-store-cost-${process.pid}`;
 process.env['PGAPPNAME'] = applicationName;
 const schema = `cost_${process.pid}`;
 const storeModule = (await import(resolve(options['store-root'], 'src/store/postgres/index.ts'))) as
-  { openPostgresStore: (options: { url: string; schema: string; useDatabaseClock: boolean; poolSize: number }) => Promise<PostgresStore> };
-const store = await storeModule.openPostgresStore({ url, schema, useDatabaseClock: false, poolSize: 10 });
+  { openPostgresStore: (options: { url: string; schema: string; useDatabaseClock: boolean; poolSize: number; leaseNodeId: string }) =>
+    Promise<PostgresStore> };
+// Leases record their granting node, as on a `tickler serve` with the scheduler role (the default).
+const store = await storeModule.openPostgresStore({ url, schema, useDatabaseClock: false, poolSize: 10, leaseNodeId: 'bench-node' });
 const admin = new pg.Client({ connectionString: url, application_name: 'pg-store-cost-admin' });
 await admin.connect();
 

@@ -17,6 +17,7 @@ import { createLogger, type Logger } from './obs/log.js';
 import { Metrics } from './obs/metrics.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { clusterPlanner } from './scheduler/cluster-planner.js';
+import { cuttingLeasesOfGoneNodes } from './scheduler/orphaned-leases.js';
 import { openSqliteStore } from './store/sqlite/index.js';
 import { PostgresStore, openPostgresStore } from './store/postgres/index.js';
 import { openPostgresMembership } from './store/postgres/membership.js';
@@ -63,11 +64,12 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   const nodeId = options.nodeId ?? `${hostname()}-${process.pid}`;
   const clock: Clock = options.virtualClock ? new VirtualClock(options.startAtMs ?? Date.now()) : new SystemClock();
   const metrics = new Metrics({ defaultMetrics: true });
-  const opened = await whenDatabaseAnswers('opening the store', logger, () => openStore(options, clock, timing, logger));
+  const opened = await whenDatabaseAnswers('opening the store', logger, () => openStore(options, nodeId, clock, timing, logger));
   const postgres = opened.store instanceof PostgresStore ? opened.store : null;
   const membership = postgres !== null && options.roles.includes('scheduler')
     ? await whenDatabaseAnswers('joining the cluster', logger, () =>
       openPostgresMembership({ url: opened.url, schema: postgres.schema, useDatabaseClock: !clock.isVirtual, logger }))
+      .then((joined) => cuttingLeasesOfGoneNodes(joined, { store: postgres, clock, logger, marginMs: orphanedLeaseMarginMs }))
       .catch(async (error: unknown) => {
         await opened.store.close();
         throw error;
@@ -175,16 +177,20 @@ async function whenDatabaseAnswers<T>(what: string, logger: Logger, open: () => 
  * After a crash, a lease the dead process committed may never have reached its worker (the
  * answer died with it), and would hold its run for the whole `lease_s` (bench:peers W8: one run
  * 60 s late). Workers heartbeat every third of a lease, so leases are cut to that plus this
- * margin from the restart: a worker that has its run keeps it, a lost answer is offered again.
+ * margin: a worker that has its run keeps it, a lost answer is offered again. On the embedded
+ * store at a restart that took the data directory's lock over from a dead process (below); on
+ * PostgreSQL when a cluster member is gone (src/scheduler/orphaned-leases.ts).
  */
 const orphanedLeaseMarginMs = 5_000;
 
-async function openStore(options: ServeOptions, clock: Clock, timing: TimingConfig, logger: Logger):
+async function openStore(options: ServeOptions, nodeId: string, clock: Clock, timing: TimingConfig, logger: Logger):
   Promise<{ store: Store; lock: DataDirLock | null; url: string }> {
   const storeUrl = options.storeUrl ?? `sqlite:${join(options.dataDir, 'tickler.db')}`;
   if (storeUrl.startsWith('postgres://') || storeUrl.startsWith('postgresql://')) {
     const store = await openPostgresStore({
       url: storeUrl, nearHorizonMs: timing.loadHorizonMs, useDatabaseClock: !clock.isVirtual, logger,
+      // Only a member of the cluster (scheduler role) is seen alive or gone by the others.
+      leaseNodeId: options.roles.includes('scheduler') ? nodeId : null,
     });
     return { store, lock: null, url: storeUrl };
   }

@@ -22,6 +22,11 @@ export interface StoreContext {
   random: () => number;
   /** Shard-lease expiry judged by PostgreSQL's clock rather than the caller's `nowMs`. */
   useDatabaseClock: boolean;
+  /**
+   * Written on every lease this store grants (`active_runs.lease_node`): the node's id when it
+   * is a member of the cluster (scheduler role), whose death then cuts those leases; null otherwise.
+   */
+  leaseNodeId: string | null;
   logger: Logger;
 }
 

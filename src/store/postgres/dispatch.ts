@@ -92,7 +92,7 @@ export function dispatch(context: StoreContext, items: readonly DispatchItem[], 
       return planItem(plan, job, item);
     });
     await writePlan(tx, plan, [...jobs.values()].filter((job) => job.changed));
-    if (leaser !== null) await leaseToWaiters(tx, leaser, plan.readyPools, nowMs, served);
+    if (leaser !== null) await leaseToWaiters(tx, leaser, plan.readyPools, nowMs, served, context.leaseNodeId);
     for (const pool of plan.readyPools) tx.readyPools.add(pool);
     return results;
   }).then((results) => {
@@ -112,13 +112,13 @@ export function dispatch(context: StoreContext, items: readonly DispatchItem[], 
  * dispatch; those it does not serve are woken by onRunsReady as before.
  */
 async function leaseToWaiters(tx: Transaction, leaser: DispatchLeaser, readyPools: ReadonlySet<string>, nowMs: number,
-  served: ServedClaim[]): Promise<void> {
+  served: ServedClaim[], leaseNodeId: string | null): Promise<void> {
   for (const pool of readyPools) {
     for (let claim = leaser(pool, nowMs); claim !== null; claim = leaser(pool, nowMs)) {
       // Pushed before leasing, so that a failure settles this claim too.
       const entry: ServedClaim = { claim, runs: [] };
       served.push(entry);
-      entry.runs = await leaseRunsWithin(tx, claim.request);
+      entry.runs = await leaseRunsWithin(tx, claim.request, leaseNodeId);
       if (entry.runs.length < claim.request.max) break;
     }
   }

@@ -35,7 +35,9 @@ import {
   countJobsWithoutTimer, findJobsWithoutTimer, findSilentJobs, loadTimers, loadTimersByRef, repairJobTimer,
 } from './timers.js';
 import { completeRunsWithin } from './run-completion.js';
-import { expireRunLeases, heartbeatRun, leaseRuns, nextReadyAtMs, nextRunDeadlineMs } from './worker-runs.js';
+import {
+  expireRunLeases, heartbeatRun, leaseRuns, nextReadyAtMs, nextRunDeadlineMs, shortenLeasesOfGoneNodes,
+} from './worker-runs.js';
 
 export interface PostgresStoreOptions {
   url: string;
@@ -47,6 +49,11 @@ export interface PostgresStoreOptions {
   useDatabaseClock?: boolean;
   poolSize?: number;
   logger?: Logger;
+  /**
+   * The node id this store writes on the leases it grants, for `shortenLeasesOfGoneNodes`:
+   * set it on a cluster member (scheduler role), whose id the membership table shows alive.
+   */
+  leaseNodeId?: string | null;
 }
 
 const schemaNamePattern = /^[a-z_][a-z0-9_]{0,40}$/;
@@ -190,6 +197,15 @@ export class PostgresStore implements Store {
     return heartbeatRun(this.context, team, runId, fencingToken, nowMs);
   }
 
+  /**
+   * Cuts the leases that nodes outside `liveNodeIds` granted and no worker has heartbeated
+   * since, to a third of the lease plus `marginMs` (src/scheduler/orphaned-leases.ts says
+   * when); answers how many. The embedded store's counterpart is `shortenOrphanedLeases`.
+   */
+  shortenLeasesOfGoneNodes(liveNodeIds: readonly string[], nowMs: number, marginMs: number): Promise<number> {
+    return shortenLeasesOfGoneNodes(this.context, liveNodeIds, nowMs, marginMs);
+  }
+
   completeRun(request: CompleteRequest): Promise<CompleteOutcome> {
     return this.completions.submit([request]).then((outcomes) => outcomes[0]!);
   }
@@ -260,6 +276,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
       nearHorizonMs: options.nearHorizonMs ?? timingDefaults.loadHorizonMs,
       random: options.random ?? Math.random,
       useDatabaseClock: options.useDatabaseClock ?? true,
+      leaseNodeId: options.leaseNodeId ?? null,
       logger,
     };
     notifier = new Notifier({ url: options.url, schema, logger, loadTimers: (refs) => loadTimersByRef(context, refs) });

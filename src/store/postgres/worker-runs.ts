@@ -64,7 +64,7 @@ const leaseRunsSql = prepared(
                r.fencing_token::text AS fencing_token, r.lease_expires_at, p.from_status, s.payload::text AS payload,
                p.ready_at
    ), queued AS (
-     UPDATE active_runs q SET status = 'running', due_at = leased.lease_expires_at
+     UPDATE active_runs q SET status = 'running', due_at = leased.lease_expires_at, lease_node = $8
        FROM leased WHERE q.job_id = leased.job_id AND q.run_id = leased.run_id
    ), events AS (
      INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
@@ -86,7 +86,7 @@ interface LeasedRow {
 
 export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest): Promise<LeasedRun[]> {
   if (request.max <= 0) return [];
-  const result = await query<LeasedRow>(context, 'leaseRuns', leaseRunsSql, leaseParameters(request));
+  const result = await query<LeasedRow>(context, 'leaseRuns', leaseRunsSql, leaseParameters(request, context.leaseNodeId));
   return result.rows.map(leasedRunOf);
 }
 
@@ -94,14 +94,16 @@ export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest
  * The same lease inside a transaction of the caller's: a dispatch serving parked waiters
  * (`Store.setDispatchLeaser`). The runs it inserted are its own to lock.
  */
-export async function leaseRunsWithin(tx: Transaction, request: LeaseRunsRequest): Promise<LeasedRun[]> {
+export async function leaseRunsWithin(tx: Transaction, request: LeaseRunsRequest, leaseNodeId: string | null):
+  Promise<LeasedRun[]> {
   if (request.max <= 0) return [];
-  const result = await tx.query<LeasedRow>(leaseRunsSql, leaseParameters(request));
+  const result = await tx.query<LeasedRow>(leaseRunsSql, leaseParameters(request, leaseNodeId));
   return result.rows.map(leasedRunOf);
 }
 
-function leaseParameters(request: LeaseRunsRequest): unknown[] {
-  return [request.pool, request.nowMs, request.team, request.max, request.leaseMs, request.workerId, request.aheadMs ?? 0];
+function leaseParameters(request: LeaseRunsRequest, leaseNodeId: string | null): unknown[] {
+  return [request.pool, request.nowMs, request.team, request.max, request.leaseMs, request.workerId, request.aheadMs ?? 0,
+    leaseNodeId];
 }
 
 function leasedRunOf(row: LeasedRow): LeasedRun {
@@ -129,13 +131,15 @@ export function classifyMiss(run: { status: RunStatus } | undefined): { kind: 'n
 /**
  * Not prepared: it runs alone, with sequential scans allowed, and its generic plan on a
  * small table walks runs_running (every running run) instead of probing the primary key.
+ * A heartbeat proves the worker got its lease, so the lease no longer depends on the node
+ * that granted it (`lease_node` cleared: its death does not cut this lease).
  */
 const heartbeatSql = `WITH extended AS (
     UPDATE runs SET lease_expires_at = $4::bigint + lease_ms
      WHERE run_id = $1 AND ($2::text IS NULL OR team = $2) AND status = 'running' AND fencing_token = $3::bigint
     RETURNING run_id, job_id, lease_expires_at
   ), queued AS (
-    UPDATE active_runs q SET due_at = extended.lease_expires_at
+    UPDATE active_runs q SET due_at = extended.lease_expires_at, lease_node = NULL
       FROM extended WHERE q.job_id = extended.job_id AND q.run_id = extended.run_id
   )
   SELECT lease_expires_at FROM extended`;
@@ -198,7 +202,7 @@ export function expireRunLeases(context: StoreContext, nowMs: number, limit: num
            FROM unnest($1::text[], $2::text[]) AS u(run_id, status) WHERE r.run_id = u.run_id
          RETURNING r.run_id, r.job_id, r.status
        ), requeued AS (
-         UPDATE active_runs q SET status = 'ready', due_at = $3::bigint
+         UPDATE active_runs q SET status = 'ready', due_at = $3::bigint, lease_node = NULL
            FROM expired WHERE q.job_id = expired.job_id AND q.run_id = expired.run_id AND expired.status = 'ready'
        )
        DELETE FROM active_runs q USING expired
@@ -215,6 +219,34 @@ export function expireRunLeases(context: StoreContext, nowMs: number, limit: num
     await releaseHeldOf(tx, finalJobs, nowMs);
     return outcomes;
   });
+}
+
+/**
+ * Cuts the leases granted by nodes that are not among `liveNodeIds` and never heartbeated
+ * (`lease_node` still set) to a third of each lease plus `marginMs` from `nowMs`, or from the
+ * run's ready time when it was leased ahead; a lease already ending sooner keeps its end.
+ * Runs rows are locked before queue rows, as every writer of a running run does; a heartbeat
+ * that lands between the scan and the lock is cut as well, which its worker's next heartbeat
+ * (within a third of the lease) undoes. Answers how many leases were cut.
+ */
+export async function shortenLeasesOfGoneNodes(context: StoreContext, liveNodeIds: readonly string[], nowMs: number,
+  marginMs: number): Promise<number> {
+  const result = await query<{ count: string }>(context, 'shortenLeasesOfGoneNodes',
+    `WITH orphaned AS (
+       SELECT q.run_id, q.job_id FROM active_runs q
+        WHERE q.status = 'running' AND q.lease_node IS NOT NULL AND q.lease_node <> ALL($1::text[])
+     ), cut AS (
+       UPDATE runs r SET lease_expires_at = GREATEST($2::bigint, r.lease_expires_at - r.lease_ms) + r.lease_ms / 3 + $3::bigint
+         FROM orphaned o
+        WHERE r.run_id = o.run_id AND r.status = 'running'
+          AND r.lease_expires_at > GREATEST($2::bigint, r.lease_expires_at - r.lease_ms) + r.lease_ms / 3 + $3::bigint
+       RETURNING r.run_id, r.job_id, r.lease_expires_at
+     ), queued AS (
+       UPDATE active_runs q SET due_at = cut.lease_expires_at, lease_node = NULL
+         FROM cut WHERE q.job_id = cut.job_id AND q.run_id = cut.run_id
+     )
+     SELECT count(*) FROM cut`, [textArray([...liveNodeIds]), nowMs, marginMs]);
+  return Number(result.rows[0]?.count ?? 0);
 }
 
 export async function nextRunDeadlineMs(context: StoreContext): Promise<number | null> {
