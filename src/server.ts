@@ -17,7 +17,7 @@ import { createLogger, type Logger } from './obs/log.js';
 import { Metrics } from './obs/metrics.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { clusterPlanner } from './scheduler/cluster-planner.js';
-import { cuttingLeasesOfGoneNodes } from './scheduler/orphaned-leases.js';
+import { cuttingLeasesOfGoneNodes, keepMembership } from './scheduler/orphaned-leases.js';
 import { openSqliteStore } from './store/sqlite/index.js';
 import { PostgresStore, openPostgresStore } from './store/postgres/index.js';
 import { openPostgresMembership } from './store/postgres/membership.js';
@@ -66,9 +66,12 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   const metrics = new Metrics({ defaultMetrics: true });
   const opened = await whenDatabaseAnswers('opening the store', logger, () => openStore(options, nodeId, clock, timing, logger));
   const postgres = opened.store instanceof PostgresStore ? opened.store : null;
-  const membership = postgres !== null && options.roles.includes('scheduler')
-    ? await whenDatabaseAnswers('joining the cluster', logger, () =>
-      openPostgresMembership({ url: opened.url, schema: postgres.schema, useDatabaseClock: !clock.isVirtual, logger }))
+  // Every node on PostgreSQL is a member of the cluster: a scheduler takes its share of the
+  // shards, and every member cuts the leases of members gone (src/scheduler/orphaned-leases.ts).
+  const schedules = options.roles.includes('scheduler');
+  const membership = postgres !== null
+    ? await whenDatabaseAnswers('joining the cluster', logger, () => openPostgresMembership({
+      url: opened.url, schema: postgres.schema, useDatabaseClock: !clock.isVirtual, logger, schedules }))
       .then((joined) => cuttingLeasesOfGoneNodes(joined, { store: postgres, clock, logger, marginMs: orphanedLeaseMarginMs }))
       .catch(async (error: unknown) => {
         await opened.store.close();
@@ -90,9 +93,16 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     : null;
   const store = scheduler === null ? opened.store : observeRunDeadlines(opened.store, (atMs) => scheduler.noteRunDeadline(atMs));
   const maintenance = startPartitionMaintenance(opened.store, clock, logger);
+  let apiMembership: { stop(): Promise<void> } | null = null;
   try {
     await scheduler?.start();
+    if (scheduler === null && membership !== null) {
+      apiMembership = await keepMembership(membership, {
+        nodeId, ttlMs: timing.shardLeaseTtlMs, intervalMs: timing.shardLeaseRenewIntervalMs, clock, logger,
+      });
+    }
   } catch (error) {
+    await membership?.close();
     await opened.store.close();
     opened.lock?.release();
     throw error;
@@ -129,6 +139,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
         await app.close();
         maintenance?.stop();
         await scheduler?.stop();
+        await apiMembership?.stop();
         await membership?.close();
         zombieHook?.detach();
         await opened.store.close();
@@ -189,8 +200,8 @@ async function openStore(options: ServeOptions, nodeId: string, clock: Clock, ti
   if (storeUrl.startsWith('postgres://') || storeUrl.startsWith('postgresql://')) {
     const store = await openPostgresStore({
       url: storeUrl, nearHorizonMs: timing.loadHorizonMs, useDatabaseClock: !clock.isVirtual, logger,
-      // Only a member of the cluster (scheduler role) is seen alive or gone by the others.
-      leaseNodeId: options.roles.includes('scheduler') ? nodeId : null,
+      // Every node is a member of the cluster, seen alive or gone by the others.
+      leaseNodeId: nodeId,
     });
     return { store, lock: null, url: storeUrl };
   }

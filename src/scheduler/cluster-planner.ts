@@ -29,7 +29,8 @@ export function clusterPlanner(options: {
   const fairShare = (nodeCount: number): number => Math.ceil(totalShards / nodeCount);
   return {
     async refresh(nodeId, nowMs) {
-      members = await options.membership.heartbeat(nodeId, options.membershipTtlMs, nowMs);
+      members = (await options.membership.heartbeat(nodeId, options.membershipTtlMs, nowMs))
+        .filter((member) => member.schedules);
     },
     async leave(nodeId) {
       await options.membership.leave(nodeId);

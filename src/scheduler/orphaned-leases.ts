@@ -6,9 +6,10 @@
  * and keeps it; an answer that was lost is offered again within seconds.
  *
  * The embedded store knows its predecessor is dead from the data directory's lock (server.ts).
- * On PostgreSQL every lease records the member node that granted it until its worker
- * heartbeats, and this wrapper of the node's membership heartbeat cuts the leases of nodes
- * that are not alive:
+ * On PostgreSQL every lease records the node that granted it until its worker heartbeats;
+ * every node is a member of the cluster (a node without the scheduler role as a member that
+ * takes no shards, beating through `keepMembership` below), and this wrapper of a member's
+ * heartbeat cuts the leases of nodes that are not alive:
  * - at the node's first heartbeat, every such lease not granted by another live node, its
  *   own id included (a predecessor restarted under the same `--node-id`: this process has
  *   granted nothing yet, as it listens only once the scheduler has started);
@@ -17,7 +18,7 @@
  * A cut that fails is tried again at the next heartbeat. The cut runs beside the heartbeat,
  * not inside it: the heartbeat paces the node's shard leases, and a scan must not delay them.
  */
-import type { Clock } from '../clock.js';
+import type { Clock, TimerHandle } from '../clock.js';
 import type { Logger } from '../obs/log.js';
 import type { ClusterMembership } from './cluster-membership.js';
 
@@ -72,6 +73,41 @@ export function cuttingLeasesOfGoneNodes(membership: ClusterMembership,
     },
     idle: async () => {
       await cutting;
+    },
+  };
+}
+
+/**
+ * Heartbeats a node's membership every `intervalMs` for as long as the node runs: the loop a
+ * node without the scheduler role needs (a scheduler beats in its shard-lease cycle). Settles
+ * once the first beat is done, so the node grants no lease before its first cut has run. A
+ * beat that fails is logged and the next one tries again; stop leaves the cluster.
+ */
+export async function keepMembership(membership: ClusterMembership, options: {
+  nodeId: string; ttlMs: number; intervalMs: number; clock: Clock; logger: Logger;
+}): Promise<{ stop(): Promise<void> }> {
+  const { clock, logger } = options;
+  let stopped = false;
+  let beating: Promise<void> = Promise.resolve();
+  let timer: TimerHandle | null = null;
+  const beat = (): void => {
+    timer = null;
+    beating = membership.heartbeat(options.nodeId, options.ttlMs, clock.nowMs()).then(() => undefined, (error: unknown) => {
+      logger.warn({ err: error }, 'cluster membership heartbeat failed; trying again at the next interval');
+    }).finally(() => {
+      if (!stopped) timer = clock.setTimer(clock.nowMs() + options.intervalMs, beat);
+    });
+  };
+  beat();
+  await beating;
+  return {
+    stop: async () => {
+      stopped = true;
+      timer?.cancel();
+      await beating;
+      await membership.leave(options.nodeId).catch((error: unknown) => {
+        logger.warn({ err: error }, 'leaving the cluster failed; the membership lapses on its own');
+      });
     },
   };
 }

@@ -81,9 +81,14 @@ void describe('leases of gone nodes on PostgreSQL', { skip: skip ?? false }, () 
       logger: silentLogger() });
     const rawA = await openMembership();
     const rawB = await openMembership();
+    // A node with only the api role: a member that takes no shards.
+    const rawApi = await openPostgresMembership({ url: testPgUrl, schema: handle.schema, useDatabaseClock: false,
+      logger: silentLogger(), schedules: false });
     let nodeB: PostgresStore | null = null;
+    let apiNode: PostgresStore | null = null;
     try {
       nodeB = await openPostgresStore({ url: testPgUrl, schema: handle.schema, useDatabaseClock: false, poolSize: 2, leaseNodeId: 'node-b' });
+      apiNode = await openPostgresStore({ url: testPgUrl, schema: handle.schema, useDatabaseClock: false, poolSize: 2, leaseNodeId: 'api-x' });
       const leaseAt = async (store: PostgresStore, pool: string) => {
         const job = await createJob(handle.store, { spec: { pool } });
         await firePending(handle.store, job, dueMs, { recurring: false });
@@ -92,17 +97,21 @@ void describe('leases of gone nodes on PostgreSQL', { skip: skip ?? false }, () 
       // node-b's predecessor under the same id granted this before node-b (re)started.
       const predecessors = await leaseAt(nodeB, 'predecessor');
       await rawA.heartbeat('node-a', ttlMs, dueMs);
+      assert.deepEqual((await rawApi.heartbeat('api-x', ttlMs, dueMs)).map((member) => [member.nodeId, member.schedules]),
+        [['api-x', false], ['node-a', true]]);
       const ofA = await leaseAt(handle.store, 'of-a');
+      const ofApi = await leaseAt(apiNode, 'of-api');
       const expiryOf = async (runId: string) => (await handle.store.getRun(null, runId))?.leaseExpiresAtMs;
 
       const watching = cuttingLeasesOfGoneNodes(rawB, { store: nodeB, clock, logger: silentLogger(), marginMs });
       const members = await watching.heartbeat('node-b', ttlMs, dueMs);
-      assert.deepEqual(members.map((member) => member.nodeId), ['node-a', 'node-b']);
+      assert.deepEqual(members.map((member) => [member.nodeId, member.schedules]), [['api-x', false], ['node-a', true], ['node-b', true]]);
       await watching.idle();
       assert.equal(await expiryOf(predecessors.runId), dueMs + 20_000 + marginMs, 'its own id\'s leases, granted before it started');
       assert.equal(await expiryOf(ofA.runId), dueMs + 60_000, 'node-a is alive');
+      assert.equal(await expiryOf(ofApi.runId), dueMs + 60_000, 'api-x is alive');
 
-      // node-a stops heartbeating (killed): node-b sees it gone once its membership lapses.
+      // node-a and api-x stop heartbeating (killed): node-b sees them gone once their memberships lapse.
       await clock.advance(ttlMs - 1);
       await watching.heartbeat('node-b', ttlMs, clock.nowMs());
       await watching.idle();
@@ -111,10 +120,13 @@ void describe('leases of gone nodes on PostgreSQL', { skip: skip ?? false }, () 
       assert.deepEqual((await watching.heartbeat('node-b', ttlMs, clock.nowMs())).map((member) => member.nodeId), ['node-b']);
       await watching.idle();
       assert.equal(await expiryOf(ofA.runId), clock.nowMs() + 20_000 + marginMs, 'cut when node-a is gone');
+      assert.equal(await expiryOf(ofApi.runId), clock.nowMs() + 20_000 + marginMs, 'cut when api-x is gone');
     } finally {
       await rawA.close();
       await rawB.close();
+      await rawApi.close();
       await nodeB?.close();
+      await apiNode?.close();
       await handle.cleanup();
     }
   });
