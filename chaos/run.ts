@@ -43,6 +43,7 @@ export const chaosTiming: TimingConfig = {
   leaseSweepIntervalMs: 250,
   dispatchAheadMs: 2_000,
   dispatchAheadMinTimers: 256,
+  finishAheadDelayMs: 2_000,
 };
 const workerLeaseS = 5;
 /** Inside a fault window a fire may be late by one lease TTL plus 2 s of loading (issue 4). */

@@ -148,8 +148,9 @@ export function timingFromEnv(env: Environment): Partial<TimingConfig> {
   for (const field of Object.keys(timingDefaults) as (keyof TimingConfig)[]) {
     const name = upperSnakeCase(field);
     const value = nonEmpty(env[`TICKLER_TIMING_${name}`]) ?? nonEmpty(env[`TICKLER_${name}`]);
-    // Only dispatching ahead may be switched off with 0; every other setting is a period or a TTL.
-    if (value !== undefined) timing[field] = integerIn(value, `TICKLER_TIMING_${name}`, field === 'dispatchAheadMs' ? 0 : 1, 86_400_000);
+    // Only dispatching ahead and its finish's delay may be 0; every other setting is a period or a TTL.
+    const minimum = field === 'dispatchAheadMs' || field === 'finishAheadDelayMs' ? 0 : 1;
+    if (value !== undefined) timing[field] = integerIn(value, `TICKLER_TIMING_${name}`, minimum, 86_400_000);
   }
   return timing;
 }

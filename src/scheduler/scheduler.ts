@@ -215,15 +215,18 @@ export class Scheduler {
    * When a timer comes out of the wheel: a one-shot job's `dispatchAheadMs` before its fire
    * time, at the start of that wheel tick, so a herd's runs, or a dense stream's a tick at a
    * time, are written before their time and only leases and completions are left at it
-   * (DispatchItem.stage); one whose run was written ahead, at the end of its fire time's
-   * tick, to finish (its run is leasable from its fire time whenever the timer is consumed,
-   * so the finishes of a stream go a tick at a time too); every other, at its fire time.
+   * (DispatchItem.stage); one whose run was written ahead, `finishAheadDelayMs` after the end
+   * of its fire time's tick, to finish (its run is leasable from its fire time whenever the
+   * timer is consumed, so a herd's finishes wait until its leases are done, and a stream's
+   * go a tick at a time); every other, at its fire time.
    */
   private wheelAtMs(timer: LoadedTimer): number {
     if (this.dispatchAheadMs > 0 && timer.dispatchedAhead !== true && isOneShot(timer)) {
       return Math.floor((timer.fireAtMs - this.dispatchAheadMs) / wheelTickMs) * wheelTickMs;
     }
-    return timer.dispatchedAhead === true ? Math.ceil(timer.fireAtMs / wheelTickMs) * wheelTickMs : timer.fireAtMs;
+    return timer.dispatchedAhead === true
+      ? Math.ceil(timer.fireAtMs / wheelTickMs) * wheelTickMs + this.options.timing.finishAheadDelayMs
+      : timer.fireAtMs;
   }
 
   /**

@@ -7,7 +7,7 @@ import { TicklerError } from '../errors.js';
 import type { Clock } from '../clock.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { JobRecord, JobState, Page, RunRecord } from '../domain/types.js';
-import { newJobId, sha256Hex, shardOf } from '../domain/identity.js';
+import { newJobId, runIdOf, sha256Hex, shardOf } from '../domain/identity.js';
 import { compileSchedule } from '../domain/schedule.js';
 import { firstTimer } from '../domain/firing-plan.js';
 import type {
@@ -185,7 +185,8 @@ export class JobService {
   }
 
   /** Schedule, payload or policies; the pending timer is replaced in the same transaction. */
-  patch(scope: TeamScope, jobId: string, patch: JobPatchBody): Promise<JobRecord> {
+  async patch(scope: TeamScope, jobId: string, patch: JobPatchBody): Promise<JobRecord> {
+    await this.refuseFiredOneShot(scope, jobId);
     return this.changeWithRetry(scope, jobId, (job, nowMs) => {
       if (job.state === 'cancelled' || job.state === 'done') {
         throw new TicklerError('invalid_state', `job ${jobId} is ${job.state}; create a new job instead`);
@@ -199,6 +200,22 @@ export class JobService {
         job.state === 'active' && timingChanged ? firstTimer(job.jobId, spec, schedule, nowMs) : 'keep';
       return { spec, timer };
     });
+  }
+
+  /**
+   * A one-shot job whose occurrence has fired is done, though its record may say `active` a
+   * while longer: a herd's runs are written ahead and their jobs finished
+   * `finishAheadDelayMs` after the instant (src/limits.ts). Its run in the ledger is what says
+   * so; a PATCH then would fire a second occurrence, so it is refused as for a done job.
+   */
+  private async refuseFiredOneShot(scope: TeamScope, jobId: string): Promise<void> {
+    const job = await this.deps.store.getJob(scope, jobId);
+    if (job?.state !== 'active' || !('at' in job.spec.schedule) || job.nextScheduledAtMs === null) return;
+    if (job.nextFireAtMs === null || job.nextFireAtMs > this.deps.clock.nowMs()) return;
+    const run = await this.deps.store.getRun(scope, runIdOf(jobId, job.nextScheduledAtMs));
+    if (run !== null) {
+      throw new TicklerError('invalid_state', `job ${jobId} is done: its run ${run.runId} came due; create a new job instead`);
+    }
   }
 
   async cancel(scope: TeamScope, jobId: string): Promise<JobRecord> {

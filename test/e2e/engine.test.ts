@@ -292,6 +292,28 @@ test('acknowledged creates, cancels and completions survive kill -9 (invariant 5
   }
 });
 
+test('a herd of one-shot jobs: runs leasable at the instant, jobs done 10 s later, a PATCH after the instant refused', async () => {
+  await withServer(async (_server, client) => {
+    // 16 one-shot timers in one 10 ms tick: a herd, written ahead and finished 10 s after its instant.
+    const { results } = await client.batchCreateJobs(Array.from({ length: 16 }, () => ({ schedule: { at: at(60_000) }, pool: 'herd' })));
+    const jobIds = results.map((result) => (result as { job: { job_id: string } }).job.job_id);
+    await client.advanceClock(60);
+    const { runs } = await client.leaseRuns({ pool: 'herd', max: 16, wait_s: 0 });
+    assert.equal(runs.length, 16, 'every run leasable at the instant');
+    const [first] = jobIds;
+    const fired = await client.getJob(first!);
+    assert.deepEqual([fired.state, fired.next_fire_at], ['active', at(60_000)], 'not finished yet');
+    await assert.rejects(client.patchJob(first!, { schedule: { at: at(120_000) } }),
+      (error: unknown) => isTicklerApiError(error) && error.status === 409 && error.code === 'invalid_state',
+      'its occurrence has fired: done, whatever the record says yet');
+    await client.advanceClock(10);
+    const done = await client.getJob(first!);
+    assert.deepEqual([done.state, done.next_fire_at], ['done', null]);
+    await client.advanceClock(120);
+    assert.equal((await runsOf(client, first!)).length, 1, 'one occurrence, no second from the refused PATCH');
+  });
+});
+
 test('after kill -9, leases the dead server granted last a third of lease_s plus 5 s unless heartbeated', async () => {
   const data = tempDataDir();
   try {

@@ -13,6 +13,7 @@ import { timingDefaults, type TimingConfig } from '../../src/limits.js';
 import { silentLogger } from '../../src/obs/log.js';
 import { Metrics } from '../../src/obs/metrics.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
+import { LeaseWaiters } from '../../src/service/lease-waiters.js';
 import { openSqliteStore } from '../../src/store/sqlite/index.js';
 import type { LeasedRun, Store, TimerWrite } from '../../src/store/store.js';
 import type { JobRecord, JobSpec, RunRecord } from '../../src/domain/types.js';
@@ -20,8 +21,10 @@ import { jobInput, jobSpec } from '../fixtures/jobs.js';
 
 const startMs = Date.parse('2026-11-29T00:00:00.000Z');
 // Every one-shot timer counts as a herd here (`dispatchAheadMinTimers` 1), so that the tests
-// of dispatching ahead need one job each; the herd threshold itself has its own test.
-const timing: TimingConfig = { ...timingDefaults, dispatchAheadMinTimers: 1 };
+// of dispatching ahead need one job each; the herd threshold itself has its own test. A run
+// written ahead is finished at its fire time here (`finishAheadDelayMs` 0); the default delay
+// has its own test too.
+const timing: TimingConfig = { ...timingDefaults, dispatchAheadMinTimers: 1, finishAheadDelayMs: 0 };
 
 interface Harness {
   store: Store;
@@ -111,6 +114,48 @@ test('a one-shot run is written ahead of its time, leased only from it, and the 
     assert.deepEqual(events.map((event) => event.type), ['dispatched', 'leased']);
     assert.equal((events[0]!.detail as { ahead?: boolean }).ahead, true, 'the ledger says it was written ahead');
   } finally {
+    await h.cleanup();
+  }
+});
+
+test('by default a job whose run was written ahead is finished finishAheadDelayMs after its time; its run is leasable from its time', async () => {
+  const delayMs = timingDefaults.finishAheadDelayMs;
+  const h = await harness({ timing: { ...timing, finishAheadDelayMs: delayMs } });
+  try {
+    const atMs = startMs + 90_000;
+    const [outcome] = await h.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)], startMs);
+    const jobId = outcome!.job.jobId;
+    await h.clock.advance(90_000);
+    assert.deepEqual((await lease(h)).map((run) => run.runId), [runIdOf(jobId, atMs)], 'leasable at its time');
+    await h.clock.advance(delayMs - 1);
+    const pending = await h.store.getJob(null, jobId);
+    assert.deepEqual([pending?.state, pending?.nextFireAtMs], ['active', atMs], 'not finished before the delay');
+    await h.clock.advance(1);
+    const done = await h.store.getJob(null, jobId);
+    assert.deepEqual([done?.state, done?.nextFireAtMs], ['done', null], 'finished after it');
+    const runs = await h.store.listRuns({ team: null, jobId, limit: 10 });
+    assert.equal(runs.items.length, 1, 'the finish wrote no second run');
+  } finally {
+    await h.cleanup();
+  }
+});
+
+test('a long-poll parked before a run is written ahead is answered at its fire time, not at its job\'s finish', async () => {
+  const h = await harness({ timing: { ...timing, finishAheadDelayMs: timingDefaults.finishAheadDelayMs } });
+  const waiters = new LeaseWaiters(h.store, h.clock, silentLogger());
+  try {
+    const atMs = startMs + 90_000;
+    const [outcome] = await h.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)], startMs);
+    // Waits up to 5 s of real time: the run must come from the virtual clock's advance, not the timeout.
+    const parked = waiters.lease({ scope: null, pool: 'default', max: 1, leaseMs: 10_000, workerId: 'w1', aheadMs: 0, waitMs: 5_000 });
+    for (let turn = 0; turn < 100 && waiters.waitingCount() === 0; turn++) await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(waiters.waitingCount(), 1, 'parked before the run is written ahead');
+    await h.clock.advance(90_000);
+    const runs = await parked;
+    assert.deepEqual(runs.map((run) => [run.runId, run.readyAtMs]), [[runIdOf(outcome!.job.jobId, atMs), atMs]]);
+    assert.equal((await h.store.getJob(null, outcome!.job.jobId))?.state, 'active', 'leased before its job\'s finish');
+  } finally {
+    waiters.close();
     await h.cleanup();
   }
 });

@@ -287,8 +287,10 @@ function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: Occurren
       if (decision.action === 'replace') cancelRuns(plan, decision.cancelRunIds, active, runId);
       held = decision.action === 'hold';
       active.push({ runId, status: 'ready', held });
-      // A run written ahead is not leasable yet: its finish announces it, at its fire time.
-      if (!held && readyAtMs <= plan.nowMs) plan.readyPools.add(job.spec.pool);
+      // A run written ahead is announced too, though not leasable yet: the pool's parked
+      // waiters find nothing and arm a timer for its ready time (lease-waiters.ts): its job's
+      // finish, which used to wake them, comes later (TimingConfig.finishAheadDelayMs).
+      if (!held) plan.readyPools.add(job.spec.pool);
     }
   }
   const final = status !== 'ready';

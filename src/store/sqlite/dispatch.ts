@@ -256,8 +256,10 @@ export class Dispatcher {
       // A later occurrence of this job in the batch sees this one as active.
       activeRuns.push({ runId, status: 'ready', held });
       batch.activeRuns.set(job.jobId, activeRuns);
-      // A run written ahead is not leasable yet: its finish announces it, at its fire time.
-      if (!held && readyAtMs <= nowMs) batch.readyPools.push(job.pool);
+      // A run written ahead is announced too, though not leasable yet: the pool's parked
+      // waiters find nothing and arm a timer for its ready time (lease-waiters.ts): its job's
+      // finish, which used to wake them, comes later (TimingConfig.finishAheadDelayMs).
+      if (!held) batch.readyPools.push(job.pool);
     }
     return run;
   }
