@@ -23,8 +23,8 @@ export interface StoreContext {
   /** Shard-lease expiry judged by PostgreSQL's clock rather than the caller's `nowMs`. */
   useDatabaseClock: boolean;
   /**
-   * Written on every lease this store grants (`active_runs.lease_node`): the node's id when it
-   * is a member of the cluster (scheduler role), whose death then cuts those leases; null otherwise.
+   * Written on every lease this store grants (`active_runs.lease_node`): the id under which the
+   * node heartbeats its cluster membership, whose lapse then cuts those leases; null records none.
    */
   leaseNodeId: string | null;
   logger: Logger;

@@ -50,8 +50,8 @@ export interface PostgresStoreOptions {
   poolSize?: number;
   logger?: Logger;
   /**
-   * The node id this store writes on the leases it grants, for `shortenLeasesOfGoneNodes`:
-   * set it on a cluster member (scheduler role), whose id the membership table shows alive.
+   * The node id this store writes on the leases it grants, for `shortenLeasesOfGoneNodes`: the
+   * id the node heartbeats its membership under (server.ts: every node on PostgreSQL does).
    */
   leaseNodeId?: string | null;
 }

@@ -206,12 +206,13 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
     statements: ['ALTER TABLE jobs ADD COLUMN ahead_run_id text'],
   },
   {
-    // The scheduler node that granted a run's current lease, until the worker heartbeats (which
-    // proves it got the answer) or the lease ends: when that node dies, the leases it granted
-    // are cut to a third of a lease plus a margin (orphaned-leases.ts), so an answer that died
-    // with it is offered again in seconds, not after the whole lease_s. NULL when granted by a
-    // node outside the membership (api role only). No index reads it: the cut scans the queue
-    // table, and only when a node has gone. A nullable column without a default rewrites nothing.
+    // The node that granted a run's current lease, until the worker heartbeats (which proves
+    // it got the answer) or the lease ends: when that node dies, the leases it granted are cut
+    // to a third of a lease plus a margin (orphaned-leases.ts), so an answer that died with it
+    // is offered again in seconds, not after the whole lease_s. NULL when the granting store
+    // was opened without a node id (a library user's). No index reads it: the cut scans the
+    // queue table, and only when a node has gone. A nullable column without a default
+    // rewrites nothing.
     version: 8,
     statements: ['ALTER TABLE active_runs ADD COLUMN lease_node text'],
   },
