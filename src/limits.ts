@@ -88,8 +88,9 @@ export interface TimingConfig {
    * timer consumed, the job marked done). The run is leasable from its fire time whatever
    * this says; finishing at the instant put a herd's finishes (two statements per timer, in
    * 4,096-timer transactions) before its leases: leases got 1 % of the server's thread for
-   * the herd's first ~0.6 s (bench:peers W4, 50,000 timers; 10 s later: lag p99 −20–25 %,
-   * p50 −30 %). Until then the job reads `active`, its `next_fire_at` the time just passed.
+   * the herd's first ~0.6 s (bench:peers W4, 50,000 timers; 10 s later, over alternated
+   * pairs: lag p99 −10 to −20 %, p50 −20 to −30 %, docs/benchmarks.md). Until then the job
+   * reads `active`, its `next_fire_at` the time just passed; a PATCH is refused (job-service.ts).
    */
   finishAheadDelayMs: number;
 }
