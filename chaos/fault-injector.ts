@@ -94,7 +94,7 @@ export class FaultInjector {
     const target = managed.spec.name;
     recorder.record({ type: 'fault_start', faultId: fault.faultId, kind: fault.kind, target });
     this.deps.log(`fault ${fault.faultId}: ${fault.kind} of ${target} for ${fault.durationMs} ms`);
-    if (fault.kind === 'scheduler_kill' || fault.kind === 'worker_kill') {
+    if (fault.kind === 'scheduler_kill' || fault.kind === 'worker_kill' || fault.kind === 'api_kill') {
       await managed.kill();
       await this.waitUntil(this.deps.clock.nowMs() + fault.durationMs);
       await this.restart(managed);

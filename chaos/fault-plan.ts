@@ -2,11 +2,13 @@
  * The faults of a chaos run, drawn from its seed before the run starts (TESTING.md "Faults"):
  * kill -9 and restart of a scheduler (half the time the owner of a busy shard, resolved when
  * the fault fires), SIGSTOP of a scheduler for 1.5–5 × the shard lease TTL, kill -9 and SIGSTOP
- * (past its lease) of a worker, and a PostgreSQL restart. Pure: the same seed plans the same
- * faults.
+ * (past its lease) of a worker, kill -9 and restart of an API node (its workers' requests
+ * refused meanwhile, an answer it owed lost), and a PostgreSQL restart. Pure: the same seed
+ * plans the same faults.
  *
  * Faults overlap, but never so much that the cluster cannot make progress: at most one
- * scheduler and half the workers are faulted at once, and one database restart at a time.
+ * scheduler, one API node (and never the last) and half the workers are faulted at once, and
+ * one database restart at a time.
  */
 import type { FaultKind } from './history.js';
 import type { Prng } from './prng.js';
@@ -31,6 +33,8 @@ export interface FaultPlanOptions {
   faultPhaseMs: number;
   schedulers: readonly string[];
   workers: readonly string[];
+  /** API nodes; with fewer than two none is killed. */
+  apis?: readonly string[];
   shardLeaseTtlMs: number;
   workerLeaseMs: number;
   /** Whether the database can be restarted (a private cluster); otherwise that fault is left out. */
@@ -45,6 +49,7 @@ const faultWeights: readonly (readonly [FaultKind, number])[] = [
   ['worker_kill', 2],
   ['worker_stop', 2],
   ['postgres_restart', 1],
+  ['api_kill', 1],
 ];
 
 /**
@@ -58,7 +63,8 @@ export function planFaults(prng: Prng, options: FaultPlanOptions): PlannedFault[
   const gapMsMax = options.gapMsMax ?? 5_000;
   const busyUntilMs = new Map<string, number>();
   const faults: PlannedFault[] = [];
-  const weights = faultWeights.filter(([kind]) => kind !== 'postgres_restart' || options.postgresRestart);
+  const weights = faultWeights.filter(([kind]) => (kind !== 'postgres_restart' || options.postgresRestart) &&
+    (kind !== 'api_kill' || (options.apis?.length ?? 0) >= 2));
   // The first fault waits one lease TTL so every node has taken its shards.
   let offsetMs = options.shardLeaseTtlMs + prng.between(gapMsMin, gapMsMax);
   let stops = 0;
@@ -94,9 +100,10 @@ function makeZombieOrNot(fault: PlannedFault, stopsBefore: number, options: Faul
   if (fault.midDispatch) fault.durationMs = Math.max(fault.durationMs, Math.round(2.5 * options.shardLeaseTtlMs));
 }
 
-/** Schedulers share one slot (at most one faulted at a time); each worker and the database have their own. */
+/** Schedulers share one slot (at most one faulted at a time), API nodes another; each worker and the database have their own. */
 function busyKeyOf(kind: FaultKind, target: string): string {
-  return kind === 'scheduler_kill' || kind === 'scheduler_stop' ? 'schedulers' : target;
+  if (kind === 'scheduler_kill' || kind === 'scheduler_stop') return 'schedulers';
+  return kind === 'api_kill' ? 'apis' : target;
 }
 
 function planOne(prng: Prng, kind: FaultKind, offsetMs: number, options: FaultPlanOptions,
@@ -125,7 +132,10 @@ function planOne(prng: Prng, kind: FaultKind, offsetMs: number, options: FaultPl
     case 'postgres_restart':
       if (!free('postgres')) return null;
       return { faultId, kind, startOffsetMs: offsetMs, durationMs: 0, target: 'postgres' };
-    case 'api_kill':
-      return null;
+    case 'api_kill': {
+      const apis = options.apis ?? [];
+      if (!free('apis') || apis.length < 2) return null;
+      return { faultId, kind, startOffsetMs: offsetMs, durationMs: Math.round(prng.between(500, 3_000)), target: prng.pick(apis) };
+    }
   }
 }

@@ -162,6 +162,7 @@ async function runPhases(args: RunArguments, context: Context): Promise<number> 
   const faultPhaseMs = args.seconds * 1_000;
   const workload = planWorkload(prng.fork('workload'), { ...workloadDefaults, faultPhaseMs });
   const faults = args.noFaults ? [] : planFaults(prng.fork('faults'), { faultPhaseMs, schedulers: layout.schedulers, workers: layout.workers,
+    apis: layout.apis,
     shardLeaseTtlMs: chaosTiming.shardLeaseTtlMs, workerLeaseMs: workerLeaseS * 1_000,
     postgresRestart: database.restart !== null });
   writeFileSync(join(args.artifactsDir, 'plan.json'), JSON.stringify({ seed: args.seed, workload, faults }, null, 1));

@@ -15,6 +15,7 @@ const faultOptions: FaultPlanOptions = {
   faultPhaseMs: 600_000,
   schedulers: ['scheduler-1', 'scheduler-2', 'scheduler-3'],
   workers: ['worker-1', 'worker-2', 'worker-3', 'worker-4'],
+  apis: ['api-1', 'api-2'],
   shardLeaseTtlMs: 2_000,
   workerLeaseMs: 5_000,
   postgresRestart: true,
@@ -73,7 +74,7 @@ void describe('fault plan', () => {
 
   void it('injects every kind every few seconds, after the first lease TTL', () => {
     assert.deepEqual([...new Set(faults.map((fault) => fault.kind))].sort(),
-      ['postgres_restart', 'scheduler_kill', 'scheduler_stop', 'worker_kill', 'worker_stop']);
+      ['api_kill', 'postgres_restart', 'scheduler_kill', 'scheduler_stop', 'worker_kill', 'worker_stop']);
     assert.ok((faults[0] as PlannedFault).startOffsetMs >= faultOptions.shardLeaseTtlMs);
     assert.ok(faults.length >= faultOptions.faultPhaseMs / 10_000, `${faults.length} faults in 10 minutes`);
     assert.ok(faults.some((fault) => fault.target === 'busy-owner'));
@@ -88,9 +89,16 @@ void describe('fault plan', () => {
     }
   });
 
-  void it('never faults two schedulers, or more than half the workers, at once', () => {
+  void it('never faults two schedulers, two API nodes, or more than half the workers, at once', () => {
     assert.equal(overlapping(faults, (fault) => fault.kind.startsWith('scheduler')), 1);
+    assert.equal(overlapping(faults, (fault) => fault.kind === 'api_kill'), 1);
     assert.ok(overlapping(faults, (fault) => fault.kind.startsWith('worker')) <= 2);
+  });
+
+  void it('kills no API node where there is only one', () => {
+    const single = planFaults(new Prng(11).fork('faults'), { ...faultOptions, apis: ['api-1'] });
+    assert.ok(single.length > 0);
+    assert.ok(single.every((fault) => fault.kind !== 'api_kill'));
   });
 
   void it('leaves the restart out where the database is not ours', () => {
