@@ -185,8 +185,7 @@ export class JobService {
   }
 
   /** Schedule, payload or policies; the pending timer is replaced in the same transaction. */
-  async patch(scope: TeamScope, jobId: string, patch: JobPatchBody): Promise<JobRecord> {
-    await this.refuseFiredOneShot(scope, jobId);
+  patch(scope: TeamScope, jobId: string, patch: JobPatchBody): Promise<JobRecord> {
     return this.changeWithRetry(scope, jobId, (job, nowMs) => {
       if (job.state === 'cancelled' || job.state === 'done') {
         throw new TicklerError('invalid_state', `job ${jobId} is ${job.state}; create a new job instead`);
@@ -199,7 +198,7 @@ export class JobService {
       const timer: TimerWrite | null | 'keep' =
         job.state === 'active' && timingChanged ? firstTimer(job.jobId, spec, schedule, nowMs) : 'keep';
       return { spec, timer };
-    });
+    }, (job, nowMs) => this.refuseFiredOneShot(scope, job, nowMs));
   }
 
   /**
@@ -208,13 +207,12 @@ export class JobService {
    * `finishAheadDelayMs` after the instant (src/limits.ts). Its run in the ledger is what says
    * so; a PATCH then would fire a second occurrence, so it is refused as for a done job.
    */
-  private async refuseFiredOneShot(scope: TeamScope, jobId: string): Promise<void> {
-    const job = await this.deps.store.getJob(scope, jobId);
-    if (job?.state !== 'active' || !('at' in job.spec.schedule) || job.nextScheduledAtMs === null) return;
-    if (job.nextFireAtMs === null || job.nextFireAtMs > this.deps.clock.nowMs()) return;
-    const run = await this.deps.store.getRun(scope, runIdOf(jobId, job.nextScheduledAtMs));
+  private async refuseFiredOneShot(scope: TeamScope, job: JobRecord, nowMs: number): Promise<void> {
+    if (job.state !== 'active' || !('at' in job.spec.schedule) || job.nextScheduledAtMs === null) return;
+    if (job.nextFireAtMs === null || job.nextFireAtMs > nowMs) return;
+    const run = await this.deps.store.getRun(scope, runIdOf(job.jobId, job.nextScheduledAtMs));
     if (run !== null) {
-      throw new TicklerError('invalid_state', `job ${jobId} is done: its run ${run.runId} came due; create a new job instead`);
+      throw new TicklerError('invalid_state', `job ${job.jobId} is done: its run ${run.runId} came due; create a new job instead`);
     }
   }
 
@@ -279,10 +277,13 @@ export class JobService {
     scope: TeamScope,
     jobId: string,
     compute: (job: JobRecord, nowMs: number) => { spec?: JobChange['spec']; state?: JobState; timer: JobChange['timer'] },
+    /** A check that needs the store, on the same read of the job as `compute`. */
+    precheck?: (job: JobRecord, nowMs: number) => Promise<void>,
   ): Promise<JobRecord> {
     for (let attempt = 1; attempt <= changeAttemptsMax; attempt++) {
       const job = await this.get(scope, jobId);
       const nowMs = this.deps.clock.nowMs();
+      await precheck?.(job, nowMs);
       const change = compute(job, nowMs);
       const outcome = await this.deps.store.changeJob({
         team: scope, jobId, expectedVersion: job.version, nowMs, ...change,
