@@ -35,11 +35,12 @@ export const leaseSecondsDefault = 60;
 export const leaseBatchMax = 1_000;
 export const leaseWaitSecondsMax = 60;
 /**
- * How far ahead of a run's ready time a worker may lease it (`ahead_ms`). Short on purpose: a
+ * How far ahead of a run's ready time a worker may lease it (`ahead_ms`). Keep it short: a
  * run leased ahead is the worker's, so a cancel or change that lands later does not take it
- * back (API.md, "Leasing ahead").
+ * back (API.md, "Leasing ahead"). Twice the scheduler's default `dispatchAheadMs` (5 s):
+ * runs are leasable ahead only once written, so a longer window would find nothing more.
  */
-export const leaseAheadMsMax = 1_000;
+export const leaseAheadMsMax = 10_000;
 
 export const retryDefault = { max_attempts: 5, base_s: 30, max_s: 3_600 } as const;
 export const retryAttemptsMax = 100;

@@ -102,6 +102,7 @@ function registerWorkerRoutes(app: App, { runs, waiters }: ApiContext): void {
       leaseMs: body.lease_s === undefined ? null : body.lease_s * 1000,
       workerId: body.worker_id ?? null,
       aheadMs: body.ahead_ms ?? 0,
+      ...(body.max_ready === undefined ? {} : { readyMax: body.max_ready }),
       waitMs: Math.round((body.wait_s ?? 0) * 1000),
       signal: client.signal,
     });

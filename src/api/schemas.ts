@@ -192,6 +192,7 @@ export const LeaseBody = Type.Object({
   wait_s: Type.Optional(Type.Number({ minimum: 0, maximum: limits.leaseWaitSecondsMax })),
   worker_id: Type.Optional(Type.String({ minLength: 1, maxLength: limits.poolLengthMax, pattern: printablePattern })),
   ahead_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: limits.leaseAheadMsMax })),
+  max_ready: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.leaseBatchMax })),
 }, strict);
 
 const fencingToken = Type.String({ minLength: 1, maxLength: 64 });

@@ -25,7 +25,7 @@
  */
 import type { Clock, TimerHandle } from '../clock.js';
 import type { Logger } from '../obs/log.js';
-import type { DispatchLeaseClaim, LeasedRun, LeaseRunsRequest, Store, TeamScope } from '../store/store.js';
+import { leaseCameBackShort, type DispatchLeaseClaim, type LeasedRun, type LeaseRunsRequest, type Store, type TeamScope } from '../store/store.js';
 
 /** Passes in a row that may find a run ready "now" yet not lease it before backing off. */
 const readyNowPassesMax = 3;
@@ -40,6 +40,8 @@ export interface LeaseWaitRequest {
   workerId: string | null;
   /** Lease runs that become ready within this many ms too (`ahead_ms`); 0 takes only runs ready now. */
   aheadMs: number;
+  /** At most this many of `max` may be ready now (`max_ready`); the rest only runs leased ahead. */
+  readyMax?: number;
   /** Real milliseconds to wait for work; 0 answers at once. */
   waitMs: number;
   /** Aborted when the client went away: stop waiting. */
@@ -169,9 +171,10 @@ export class LeaseWaiters {
       const scope = waiter.request.scope;
       if (allDrained || (scope !== null && drainedScopes.has(scope))) continue;
       waiter.leasing = true;
+      const request = this.storeRequest(waiter.request);
       let runs: LeasedRun[];
       try {
-        runs = await this.store.leaseRuns(this.storeRequest(waiter.request));
+        runs = await this.store.leaseRuns(request);
       } catch (error) {
         waiter.leasing = false;
         this.fail(waiter, error);
@@ -179,7 +182,7 @@ export class LeaseWaiters {
       }
       waiter.leasing = false;
       if (runs.length > 0 || waiter.expired) this.settle(waiter, runs);
-      if (runs.length < waiter.request.max) {
+      if (leaseCameBackShort(request, runs)) {
         if (scope === null) allDrained = true;
         else drainedScopes.add(scope);
       }
@@ -274,6 +277,7 @@ export class LeaseWaiters {
     return {
       team: request.scope, pool: request.pool, max: request.max, leaseMs: request.leaseMs,
       workerId: request.workerId, nowMs: this.clock.nowMs(), aheadMs: request.aheadMs,
+      ...(request.readyMax === undefined ? {} : { readyMax: request.readyMax }),
     };
   }
 }

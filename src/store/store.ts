@@ -218,6 +218,31 @@ export interface LeaseRunsRequest {
    * a dense stream written ahead, a retry waiting out its delay).
    */
   aheadMs?: number;
+  /**
+   * At most this many of the `max` runs may be ready now (POST /v1/workers/lease `max_ready`);
+   * the rest only runs leased ahead (`aheadMs`), which the worker holds for their ready time.
+   * Absent: all `max` may be ready. With it the ready runs are taken first, then the ahead
+   * ones, each lane by lane.
+   */
+  readyMax?: number;
+}
+
+/** The ready part of a lease (`readyMax`), and whether its answer leaves the pool drained. */
+export function readyMaxOf(request: LeaseRunsRequest): number {
+  return Math.min(request.readyMax ?? request.max, request.max);
+}
+
+/**
+ * Whether a lease's answer says the pool has nothing more for this caller: fewer runs than it
+ * asked for, and fewer ready ones than its `readyMax` (ready runs refused for that cap may remain).
+ */
+export function leaseCameBackShort(request: LeaseRunsRequest, runs: readonly LeasedRun[]): boolean {
+  if (runs.length >= request.max) return false;
+  const readyMax = readyMaxOf(request);
+  if (readyMax >= request.max) return true;
+  let ready = 0;
+  for (const run of runs) if (run.readyAtMs <= request.nowMs) ready++;
+  return ready < readyMax;
 }
 
 export interface LeasedRun {

@@ -168,6 +168,8 @@ export interface LeaseRequest {
   worker_id?: string;
   /** Also lease runs ready within this many ms (an extension of API.md: "Leasing ahead"). */
   ahead_ms?: number;
+  /** At most this many of `max` ready now; the rest only runs ready within `ahead_ms` (same extension). */
+  max_ready?: number;
 }
 
 /** One run handed to a worker by `POST /v1/workers/lease`. */

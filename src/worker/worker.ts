@@ -15,7 +15,10 @@
  * `RunAttempt` (heartbeats, handler, completion).
  *
  * With `prefetch`, the worker also leases runs ahead of free slots and holds them (with
- * heartbeats) until a slot frees.
+ * heartbeats) until a slot frees. With `leaseAheadMs` it leases runs that become ready within
+ * that window and holds each until its ready time; `holdAheadMax` gives such runs places of
+ * their own, so a herd written ahead (50,000 jobs due at one instant) is in the worker's hands
+ * before its instant and starts from local timers, not from lease round trips after it.
  *
  * Completions and heartbeats of all attempts are batched (batched-calls.ts). A slot frees when
  * its handler settles, not when the completion is acknowledged, so the next lease overlaps
@@ -84,6 +87,14 @@ export interface WorkerOptions {
    * free slots and prefetch places. Default 0 (lease only what is ready); at most 1,000.
    */
   leaseAheadMs?: number;
+  /**
+   * Runs leased ahead (`leaseAheadMs`) that the worker may hold for their ready time beyond its
+   * slots and prefetch places. Each lease then asks for the free slots as runs ready now
+   * (`max_ready`) and for the free hold places as runs ready within `leaseAheadMs` only, so
+   * holding never takes a backlog of ready runs from other workers. Default 0: held runs take
+   * slot and prefetch places. At most 100,000.
+   */
+  holdAheadMax?: number;
   /** Drives heartbeats and backoff; tests pass a VirtualClock. */
   clock?: Clock;
   random?: () => number;
@@ -118,6 +129,15 @@ const leaseLingerMsDefault = 5;
  * second) dispatch -> lease p99 went from 1-3 ms to 0-1 ms and fire -> handler p99 from 4-5
  * to 3-4 ms; see docs/benchmarks.md.
  */
+/** `holdAheadMax` at most. */
+export const holdAheadMaxLimit = 100_000;
+/**
+ * Handlers started per event-loop turn at most. A herd of 50,000 no-op handlers released at
+ * once (a fake client: /tmp-free microbenchmark in docs/benchmarks.md) started in one cascade
+ * of microtasks kept ~2 KB per run alive until the last start, and scavenges copying it took
+ * a third of the worker's time.
+ */
+const startsPerTurnMax = 500;
 const longPollsDefault = 2;
 const longPollsMax = 8;
 const errorBackoffMsBase = 100;
@@ -177,11 +197,21 @@ class PullWorker implements Worker {
   private drained: (() => void) | undefined;
   /** Handlers running now: the slots in use. */
   private runningCount = 0;
-  /** Leased runs waiting for a slot (prefetched), oldest first. */
-  private readonly waiting: RunAttempt[] = [];
-  /** Runs leased ahead and held for their ready time: each one's release (start it, or let it go). */
-  private readonly holds = new Set<() => void>();
+  /** Leased runs waiting for a slot (prefetched, or a herd's released holds), oldest first. */
+  private readonly waiting = new FifoQueue<RunAttempt>();
+  /**
+   * Runs leased ahead and held for their ready time, grouped by the time they are released
+   * (one clock timer per group: a herd shares one instant).
+   */
+  private readonly holds = new Map<number, { attempts: RunAttempt[]; timer: TimerHandle }>();
+  private heldCount = 0;
+  /** Handlers started since the event loop last turned (`startWaiting`). */
+  private startsThisTurn = 0;
+  private startsDeferred = false;
   private readonly leaseAheadMs: number;
+  private readonly holdAheadMax: number;
+  /** Hold places asked for by lease requests in flight. */
+  private holdsAsked = 0;
   private readonly prefetch: number;
   private readonly completions: CompletionBatcher;
   private readonly heartbeats: HeartbeatBatcher;
@@ -192,6 +222,8 @@ class PullWorker implements Worker {
   private slotsAsked = 0;
   /** The last lease answered with fewer runs than it asked for (the pool had no more), or none has yet. */
   private poolDrained = true;
+  /** The last lease asked for hold places and brought only runs to hold. */
+  private takingHolds = false;
   private consecutiveErrors = 0;
   /** After a failed lease, no request before this (on the clock). */
   private backoffEndMs = Number.NEGATIVE_INFINITY;
@@ -225,6 +257,12 @@ class PullWorker implements Worker {
       throw new RangeError(`leaseAheadMs must be an integer within 0..${leaseAheadMsMax}, got ${options.leaseAheadMs}`);
     }
     this.leaseAheadMs = leaseAheadMs;
+    const holdAheadMax = options.holdAheadMax ?? 0;
+    if (!Number.isInteger(holdAheadMax) || holdAheadMax < 0 || holdAheadMax > holdAheadMaxLimit) {
+      throw new RangeError(`holdAheadMax must be an integer within 0..${holdAheadMaxLimit}, got ${options.holdAheadMax}`);
+    }
+    if (holdAheadMax > 0 && leaseAheadMs === 0) throw new RangeError('holdAheadMax needs leaseAheadMs');
+    this.holdAheadMax = holdAheadMax;
     const longPolls = options.longPolls ?? longPollsDefault;
     if (!Number.isInteger(longPolls) || longPolls < 1 || longPolls > longPollsMax) {
       throw new RangeError(`longPolls must be an integer within 1..${longPollsMax}, got ${options.longPolls}`);
@@ -303,7 +341,7 @@ class PullWorker implements Worker {
           attempt.abort(new LeaseLostError('stopping', `worker stopping: handler still running after ${timeoutMs} ms`));
         }
         // Runs still held for their ready time are let go now: aborted, their handlers never start.
-        for (const release of [...this.holds]) release();
+        for (const atMs of [...this.holds.keys()]) this.releaseHeld(atMs);
       });
     }
     await this.loopDone;
@@ -330,14 +368,15 @@ class PullWorker implements Worker {
         continue;
       }
       const freeSlots = Math.min(this.freeSlotCount() - this.slotsAsked, leaseBatchMax);
-      // A second long-poll only while the pool is drained: in throughput mode one request asks
-      // for every free slot, as one batch.
-      const pollsAllowed = this.poolDrained ? this.longPolls : 1;
+      // A second long-poll only while the pool is drained, or while leases bring runs to hold
+      // (a herd taken ahead: two requests in flight keep the server leasing while the worker
+      // reads an answer): in throughput mode one request asks for every free slot, as one batch.
+      const pollsAllowed = this.poolDrained || this.takingHolds ? this.longPolls : 1;
       if (freeSlots <= 0 || this.leases.size >= pollsAllowed) {
         await this.sleepUntilWoken();
         continue;
       }
-      if (freeSlots < refillSlots && this.runningCount + this.holds.size > 0 && lingerMs > 0) {
+      if (freeSlots < refillSlots && this.runningCount + this.heldCount > 0 && lingerMs > 0) {
         lingerEndMs ??= performance.now() + lingerMs;
         const remainingMs = lingerEndMs - performance.now();
         if (remainingMs > 0) {
@@ -349,7 +388,8 @@ class PullWorker implements Worker {
       // The first of several parked polls takes its share, so the next has slots to ask for.
       const openPolls = pollsAllowed - this.leases.size;
       const max = Math.ceil(freeSlots / openPolls);
-      const lease = this.leaseOnce(max);
+      const holdPlaces = Math.min(Math.ceil(this.freeHoldCount() / openPolls), leaseBatchMax - max);
+      const lease = this.leaseOnce(max, holdPlaces);
       this.leases.add(lease);
       void lease.finally(() => {
         this.leases.delete(lease);
@@ -360,13 +400,18 @@ class PullWorker implements Worker {
     await Promise.all([...this.leases]);
   }
 
-  /** One lease request for up to `max` runs; its slots count as asked for until it settles. */
-  private async leaseOnce(max: number): Promise<void> {
+  /**
+   * One lease request for up to `max` runs ready now and `holdPlaces` more ready within
+   * `leaseAheadMs`; its slots and hold places count as asked for until it settles.
+   */
+  private async leaseOnce(max: number, holdPlaces: number): Promise<void> {
     this.slotsAsked += max;
+    this.holdsAsked += holdPlaces;
     try {
       const answer = await this.client.leaseRuns({
         pool: this.options.pool,
-        max,
+        max: max + holdPlaces,
+        ...(holdPlaces > 0 ? { max_ready: max } : {}),
         wait_s: this.waitS,
         worker_id: this.workerId,
         ...(this.options.leaseS === undefined ? {} : { lease_s: this.options.leaseS }),
@@ -375,7 +420,9 @@ class PullWorker implements Worker {
       this.consecutiveErrors = 0;
       this.poolDrained = answer.runs.length < max;
       // Runs leased are ours even if a stop began meanwhile: handle them rather than let them expire.
-      for (const run of answer.runs) this.accept(run);
+      let held = 0;
+      for (const run of answer.runs) if (this.accept(run)) held++;
+      this.takingHolds = holdPlaces > 0 && held > 0 && held === answer.runs.length;
       // One turn for the handlers just started: short ones settle in it, and the next lease
       // asks for the slots they freed too. Counted at once, a lease of 100 quick runs left
       // 50 "running" and the next asked for half (bench:peers W3 with prefetch 50: every
@@ -391,6 +438,7 @@ class PullWorker implements Worker {
         error: describe(error) }, 'lease request failed; backing off');
     } finally {
       this.slotsAsked -= max;
+      this.holdsAsked -= holdPlaces;
     }
   }
 
@@ -399,17 +447,22 @@ class PullWorker implements Worker {
    * or held run, less any excess of unacknowledged completions.
    */
   private freeSlotCount(): number {
-    const queuedCount = this.runningCount + this.waiting.length + this.holds.size;
-    const completingCount = this.inFlight.size - queuedCount;
+    const queuedCount = this.runningCount + this.waiting.length + Math.max(0, this.heldCount - this.holdAheadMax);
+    const completingCount = this.inFlight.size - this.runningCount - this.waiting.length - this.heldCount;
     return this.options.concurrency + this.prefetch - queuedCount -
       Math.max(0, completingCount - unacknowledgedCompletionsPerSlot * this.options.concurrency);
+  }
+
+  /** Hold places (`holdAheadMax`) neither taken by a held run nor asked for. */
+  private freeHoldCount(): number {
+    return Math.max(0, this.holdAheadMax - Math.min(this.heldCount, this.holdAheadMax) - this.holdsAsked);
   }
 
   /**
    * Takes a leased run: its handler starts now if a slot is free, else when one frees; a run
    * leased ahead of its ready time waits for that time first (heartbeating meanwhile).
    */
-  private accept(run: LeasedRun): void {
+  private accept(run: LeasedRun): boolean {
     const attempt = new RunAttempt(run, this.attemptDependencies);
     attempt.keepAlive();
     this.inFlight.add(attempt);
@@ -418,17 +471,29 @@ class PullWorker implements Worker {
     const nowMs = this.clock.nowMs();
     const readyAtMs = this.leaseAheadMs === 0 || run.ready_at === undefined ? Number.NaN : Date.parse(run.ready_at);
     if (readyAtMs > nowMs) {
-      const release = (): void => {
-        timer.cancel();
-        this.holds.delete(release);
-        this.waiting.push(attempt);
-        this.startWaiting();
-      };
-      const timer = this.clock.setTimer(Math.min(readyAtMs, nowMs + this.leaseAheadMs), release);
-      this.holds.add(release);
-      return;
+      const releaseAtMs = Math.min(readyAtMs, nowMs + this.leaseAheadMs);
+      let group = this.holds.get(releaseAtMs);
+      if (group === undefined) {
+        group = { attempts: [], timer: this.clock.setTimer(releaseAtMs, () => this.releaseHeld(releaseAtMs)) };
+        this.holds.set(releaseAtMs, group);
+      }
+      group.attempts.push(attempt);
+      this.heldCount++;
+      return true;
     }
     this.waiting.push(attempt);
+    this.startWaiting();
+    return false;
+  }
+
+  /** Hands the runs held until `atMs` to the slots (or, if aborted meanwhile, lets them go). */
+  private releaseHeld(atMs: number): void {
+    const group = this.holds.get(atMs);
+    if (group === undefined) return;
+    group.timer.cancel();
+    this.holds.delete(atMs);
+    this.heldCount -= group.attempts.length;
+    for (const attempt of group.attempts) this.waiting.push(attempt);
     this.startWaiting();
   }
 
@@ -443,13 +508,37 @@ class PullWorker implements Worker {
     }
   }
 
-  /** Hands waiting runs to free slots, oldest first. */
+  /**
+   * Hands waiting runs to free slots, oldest first. Quick handlers free their slots in
+   * microtasks, so a long queue (a herd's released holds) would start run after run without the
+   * event loop ever turning: no completion sent, none acknowledged, every finished attempt kept
+   * alive until the last start. So at most `startsPerTurnMax` start per turn; the rest wait for
+   * the next one.
+   */
   private startWaiting(): void {
     while (this.runningCount < this.options.concurrency && this.waiting.length > 0) {
+      if (this.startsThisTurn >= startsPerTurnMax) {
+        this.startInNextTurn();
+        return;
+      }
+      if (this.startsThisTurn++ === 0) setImmediate(this.endTurn);
       this.runningCount++;
-      void this.launch(this.waiting.shift()!);
+      void this.launch(this.waiting.shift());
     }
   }
+
+  private startInNextTurn(): void {
+    if (this.startsDeferred) return;
+    this.startsDeferred = true;
+    setImmediate(() => {
+      this.startsDeferred = false;
+      this.startWaiting();
+    });
+  }
+
+  private readonly endTurn = (): void => {
+    this.startsThisTurn = 0;
+  };
 
   /** Waits until a slot frees, a stop begins, or `delayMs` passes (on the clock, or in real time). */
   private sleepUntilWoken(delayMs?: number, time: 'clock' | 'real' = 'clock'): Promise<void> {
@@ -477,5 +566,36 @@ class PullWorker implements Worker {
     const wake = this.wake;
     this.wake = undefined;
     wake?.();
+  }
+}
+
+/**
+ * First in, first out, with O(1) `shift`: `Array.prototype.shift` moves every element, and a
+ * herd's 50,000 released holds wait here at once (50,000 shifts measured ~100 ms on Node 20).
+ */
+class FifoQueue<T> {
+  private items: T[] = [];
+  private head = 0;
+
+  get length(): number {
+    return this.items.length - this.head;
+  }
+
+  push(item: T): void {
+    this.items.push(item);
+  }
+
+  /** The oldest item; call only when `length > 0`. */
+  shift(): T {
+    const item = this.items[this.head]!;
+    this.head++;
+    if (this.head === this.items.length) {
+      this.items = [];
+      this.head = 0;
+    } else if (this.head >= 1_024 && this.head * 2 >= this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return item;
   }
 }

@@ -238,10 +238,15 @@ describe('other bad input', () => {
     assert.equal(lease.json.error.field, 'max');
     const wait = await h.call('POST', '/v1/workers/lease', { body: { pool: 'p', wait_s: 61 } });
     assert.equal(wait.json.error.field, 'wait_s');
-    for (const aheadMs of [-1, 1.5, 1_001, '50']) {
+    for (const aheadMs of [-1, 1.5, 10_001, '50']) {
       const ahead = await h.call('POST', '/v1/workers/lease', { body: { pool: 'p', ahead_ms: aheadMs } });
       assert.equal(ahead.status, 400, String(aheadMs));
       assert.equal(ahead.json.error.field, 'ahead_ms');
+    }
+    for (const maxReady of [0, -1, 2.5, 1_001, '5']) {
+      const ready = await h.call('POST', '/v1/workers/lease', { body: { pool: 'p', max: 10, ahead_ms: 50, max_ready: maxReady } });
+      assert.equal(ready.status, 400, String(maxReady));
+      assert.equal(ready.json.error.field, 'max_ready');
     }
     const status = await h.call('POST', '/v1/runs/00000000000000000000000000000000/complete', {
       body: { fencing_token: '1', status: 'done' },

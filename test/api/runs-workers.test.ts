@@ -257,6 +257,27 @@ describe('workers: long-poll', () => {
     assert.equal(leased.lease_expires_at, new Date(readyAtMs + 60_000).toISOString());
   });
 
+  it('with max_ready, answers at most that many ready runs and fills the rest of max with runs ready within ahead_ms', async () => {
+    const retryId = await failedOnce(h, 'mixed');
+    const readyIds: string[] = [];
+    for (let index = 0; index < 2; index++) {
+      const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool: 'mixed' }) });
+      readyIds.push((await h.call('POST', `/v1/jobs/${created.json.job_id}/trigger`)).json.run_id);
+    }
+    // The retry is ready 24–36 s after its failure (30 s × 0.8–1.2).
+    const answer = await h.call('POST', '/v1/workers/lease', { body: { pool: 'mixed', max: 3, max_ready: 1, ahead_ms: 10_000 } });
+    assert.equal(answer.status, 200);
+    const runIds = answer.json.runs.map((run: { run_id: string }) => run.run_id);
+    assert.equal(runIds.length, 1, 'one ready run; the retry is further off than 10 s');
+    assert.ok(readyIds.includes(runIds[0]));
+    // 26 s on, the retry is ready or within 10 s of it: as a ready run or a run ahead, it comes.
+    await h.clock.advance(26_000);
+    const later = await h.call('POST', '/v1/workers/lease', { body: { pool: 'mixed', max: 3, max_ready: 2, ahead_ms: 10_000 } });
+    assert.equal(later.json.runs.length, 2, 'the other ready run and the retry');
+    assert.deepEqual(later.json.runs.map((run: { run_id: string }) => run.run_id).sort(),
+      [readyIds.find((id) => id !== runIds[0]), retryId].sort());
+  });
+
   it('serves a waiter whose retry came due while its first pass ran', async () => {
     const created = await h.call('POST', '/v1/jobs', {
       body: cronJob({ pool: 'race', retry: { max_attempts: 3, base_s: 30, max_s: 60 } }),

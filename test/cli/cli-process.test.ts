@@ -54,7 +54,7 @@ test('usage mistakes exit 2 before anything is sent or started', async () => {
   const serve = await tickler(['serve', '--host', '0.0.0.0', '--port', '0']);
   assert.equal(serve.code, 2);
   assert.match(serve.stderr, /refusing to listen on 0.0.0.0 without API keys/);
-  const worker = await tickler(['--url', server.url, 'worker', '--pool', 'p', '--exec', 'true', '--lease-ahead-ms', '5000']);
+  const worker = await tickler(['--url', server.url, 'worker', '--pool', 'p', '--exec', 'true', '--lease-ahead-ms', '10001']);
   assert.equal(worker.code, 2);
   assert.match(worker.stderr, /--lease-ahead-ms/);
   assert.equal(server.requests.length, before);

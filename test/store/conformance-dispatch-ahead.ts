@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { runIdOf } from '../../src/domain/identity.js';
 import type { JobSpec } from '../../src/domain/types.js';
-import type { DispatchItem, Store } from '../../src/store/store.js';
+import { leaseCameBackShort, type DispatchItem, type Store } from '../../src/store/store.js';
 import {
   createJob, dispatchItem, jobSpec, leaseOne, leaseTtlMs, minuteMs, ownShard, pendingTimerOf, t0Ms, timerAt, withStore,
   type OpenStore,
@@ -258,6 +258,44 @@ function runLeaseAheadTests(open: OpenStore): void {
       assert.equal(leased.leaseExpiresAtMs, dueMs + 7 + 30_000);
       assert.deepEqual((await store.getRun(null, runId))?.events.at(-1)?.detail, { attempt: 1, workerId: 'worker-1' });
     }));
+
+  void it('readyMax: ready runs up to it, the rest of max only runs within the window; short means both ran out',
+    () => withStore(open, async (store) => {
+      const ahead = [await writtenAhead(store), await writtenAhead(store), await writtenAhead(store)];
+      const pool = ahead[0]!.job.spec.pool;
+      const ready = [];
+      for (let index = 0; index < 3; index++) {
+        const job = await createJob(store, { spec: { pool } });
+        ready.push((await store.triggerJob(null, job.jobId, dueMs - 100 + index))!.runId);
+      }
+      const request = (nowMs: number, max: number, readyMax: number) => ({
+        team: null, pool, max, readyMax, leaseMs: null, workerId: 'worker-1', nowMs, aheadMs: 1_000,
+      });
+      const first = request(dueMs - 50, 4, 1);
+      const firstRuns = await store.leaseRuns(first);
+      assert.equal(firstRuns[0]?.runId, ready[0], 'one ready run (the cap), the oldest');
+      assert.deepEqual(firstRuns.slice(1).map((run) => run.runId).sort(), ahead.map((shot) => shot.runId).sort(),
+        'then the runs ready within the window');
+      assert.equal(leaseCameBackShort(first, firstRuns), false, 'full');
+      const second = request(dueMs - 40, 4, 1);
+      const secondRuns = await store.leaseRuns(second);
+      assert.deepEqual(secondRuns.map((run) => run.runId), [ready[1]], 'no run left ahead; one ready, the cap');
+      assert.equal(leaseCameBackShort(second, secondRuns), false, 'ready runs refused for the cap may remain');
+      const third = request(dueMs - 30, 4, 3);
+      const thirdRuns = await store.leaseRuns(third);
+      assert.deepEqual(thirdRuns.map((run) => run.runId), [ready[2]]);
+      assert.equal(leaseCameBackShort(third, thirdRuns), true, 'fewer than max and fewer ready than readyMax');
+    }));
+
+  void it('readyMax without aheadMs caps the lease', () => withStore(open, async (store) => {
+    const pool = 'capped';
+    for (let index = 0; index < 3; index++) {
+      const job = await createJob(store, { spec: { pool } });
+      await store.triggerJob(null, job.jobId, dueMs);
+    }
+    const runs = await store.leaseRuns({ team: null, pool, max: 3, readyMax: 2, leaseMs: null, workerId: 'w', nowMs: dueMs + 1 });
+    assert.equal(runs.length, 2);
+  }));
 
   void it('a cancel after the run was leased ahead cancels the job but leaves the run with its worker',
     () => withStore(open, async (store) => {

@@ -40,7 +40,7 @@ describe('createWorker', () => {
 
   function start(handler: RunHandler, extra: {
     concurrency?: number; leaseS?: number; stopTimeoutMs?: number; leaseLingerMs?: number; prefetch?: number;
-    longPolls?: number; leaseAheadMs?: number;
+    longPolls?: number; leaseAheadMs?: number; holdAheadMax?: number;
   } = {}): Worker {
     worker = createWorker({
       client: new TicklerClient({ baseUrl: server.url, apiKey: 'k-1' }),
@@ -58,6 +58,7 @@ describe('createWorker', () => {
       ...(extra.prefetch === undefined ? {} : { prefetch: extra.prefetch }),
       ...(extra.longPolls === undefined ? {} : { longPolls: extra.longPolls }),
       ...(extra.leaseAheadMs === undefined ? {} : { leaseAheadMs: extra.leaseAheadMs }),
+      ...(extra.holdAheadMax === undefined ? {} : { holdAheadMax: extra.holdAheadMax }),
     });
     worker.start();
     return worker;
@@ -399,11 +400,49 @@ describe('createWorker', () => {
     for (const handler of handlers.slice(4)) handler.finish('y');
   });
 
-  test('leaseAheadMs must be an integer from 0 to 1,000', () => {
-    for (const leaseAheadMs of [-1, 1_001, 2.5]) {
+  test('leaseAheadMs must be an integer from 0 to 10,000', () => {
+    for (const leaseAheadMs of [-1, 10_001, 2.5]) {
       assert.throws(() => createWorker({ baseUrl: server.url, pool: 'p', concurrency: 1, handler: () => undefined, leaseAheadMs }),
         RangeError);
     }
+  });
+
+  test('holdAheadMax must be an integer from 0 to 100,000, and needs leaseAheadMs', () => {
+    const base = { baseUrl: server.url, pool: 'p', concurrency: 1, handler: () => undefined, leaseAheadMs: 100 };
+    for (const holdAheadMax of [-1, 100_001, 2.5]) assert.throws(() => createWorker({ ...base, holdAheadMax }), RangeError);
+    assert.throws(() => createWorker({ ...base, leaseAheadMs: 0, holdAheadMax: 10 }), /needs leaseAheadMs/);
+  });
+
+  test('with holdAheadMax, leases ask for free slots as ready runs and for hold places as runs ahead; held runs take no slot',
+    async () => {
+      const started: [string, number][] = [];
+      start((run) => {
+        started.push([run.run_id, clock.nowMs()]);
+      }, { concurrency: 1, leaseAheadMs: 200, holdAheadMax: 3, longPolls: 1 });
+      await server.next('lease');
+      assert.equal(server.leases[0]?.max, 4);
+      assert.equal(server.leases[0]?.max_ready, 1, 'one free slot');
+      assert.equal(server.leases[0]?.ahead_ms, 200);
+      const held = Array.from({ length: 3 }, () => leasedRun(startMs, { ready_at: new Date(startMs + 150).toISOString() }));
+      const next = server.next('lease');
+      server.offer(...held);
+      await next;
+      assert.equal(server.leases[1]?.max, 1, 'the slot is still free; every hold place is taken');
+      assert.equal(server.leases[1]?.max_ready, undefined, 'no hold place to ask for: a plain lease');
+      await clock.advance(149);
+      assert.equal(started.length, 0, 'held until their ready time');
+      const completed = server.next('complete', () => server.completions.length === 3);
+      await clock.advance(1);
+      await completed;
+      assert.deepEqual(started.map(([runId]) => runId), held.map((run) => run.run_id), 'in lease order, one slot');
+      assert.ok(started.every(([, atMs]) => atMs === startMs + 150), 'all at their ready time');
+    });
+
+  test('without holdAheadMax, runs held for their ready time take slot places: no max_ready', async () => {
+    start(() => undefined, { concurrency: 2, leaseAheadMs: 200, longPolls: 1 });
+    await server.next('lease');
+    assert.equal(server.leases[0]?.max, 2);
+    assert.equal(server.leases[0]?.max_ready, undefined);
   });
 
   test('longPolls must be an integer from 1 to 8', () => {

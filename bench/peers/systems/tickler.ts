@@ -28,10 +28,14 @@ export interface ProblemCount {
 }
 
 /**
- * The worker's `leaseAheadMs`: long enough that a lease answered in a busy moment still lands
- * before the run's time (bench/lag-stages.ts at W2's rate: leases came 30-40 ms ahead).
+ * The worker's `leaseAheadMs` and `holdAheadMax`: runs already written ahead (the scheduler
+ * writes a one-shot herd or dense stream 5 s ahead) are leased up to 3 s before they are ready
+ * and held for their time, up to a whole W4 herd. 3 s leaves the lease time to take 50,000
+ * runs (2 s did not, on this machine: W4 p99 2.2 s); 50 ms before the sixteenth session (W2
+ * alike within its spread, docs/benchmarks.md).
  */
-const leaseAheadMs = 50;
+const leaseAheadMs = 3_000;
+const holdAheadMax = 50_000;
 
 export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
   readonly name;
@@ -62,8 +66,9 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
       'started as npm start starts it (bin/tickler.js, from the dist/ build that npm run bench:peers makes first); ' +
       `SDK createWorker, concurrency ${workerConcurrency}, prefetch ${workerConcurrency} (as graphile-worker's local ` +
       'queue), long-poll wait_s 20 with two requests parked while the pool is drained (the SDK default, longPolls 2), ' +
-      `leaseAheadMs ${leaseAheadMs} (runs already written ahead are leased up to that long before they are ready and ` +
-      'started at their time from a local timer, as the README advises for latency-sensitive pools), ' +
+      `leaseAheadMs ${leaseAheadMs} and holdAheadMax ${holdAheadMax} (runs already written ahead are leased up to that ` +
+      'long before they are ready, on hold places of their own beyond the slots and prefetch, and started at their time ' +
+      'from a local timer, as the README advises for a herd), ' +
       'over HTTP; W1 one at a time twice: plain createJob (a POST /v1/jobs each, ' +
       'single_per_s) and with TicklerClient coalesceCreates: true and createJobId (concurrent calls share POST /v1/jobs:batch ' +
       'requests answered with ids, single_coalesced_per_s); batches with answer "id" (each item answers its job_id, not the whole job); W5 cancels through TicklerClient coalesceCancels: true (concurrent cancelJob calls share POST /v1/jobs:cancel requests); W6 jobs with overlap allow and tolerance_s 0' +
@@ -120,6 +125,7 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
       concurrency: workerConcurrency,
       prefetch: workerConcurrency,
       leaseAheadMs,
+      holdAheadMax,
       logger,
       handler: (run) => {
         const handledAtMs = wallClock.nowMs();

@@ -22,7 +22,7 @@
 import { decideOverlap, type ActiveRun } from '../../domain/overlap.js';
 import { runIdOf } from '../../domain/identity.js';
 import type { JobSpec, JobState, RunStatus } from '../../domain/types.js';
-import type { DispatchItem, DispatchLeaser, DispatchResult, OccurrenceWrite, ServedClaim } from '../store.js';
+import { leaseCameBackShort, type DispatchItem, type DispatchLeaser, type DispatchResult, type OccurrenceWrite, type ServedClaim } from '../store.js';
 import { numberArray, textArray } from './array-literals.js';
 import { prepared, type Transaction } from './connection.js';
 import { transaction, type StoreContext } from './context.js';
@@ -119,7 +119,7 @@ async function leaseToWaiters(tx: Transaction, leaser: DispatchLeaser, readyPool
       const entry: ServedClaim = { claim, runs: [] };
       served.push(entry);
       entry.runs = await leaseRunsWithin(tx, claim.request, leaseNodeId);
-      if (entry.runs.length < claim.request.max) break;
+      if (leaseCameBackShort(claim.request, entry.runs)) break;
     }
   }
 }

@@ -15,7 +15,7 @@
  */
 import { hasAttemptsLeft } from '../../domain/retry.js';
 import type { RetrySpec, RunStatus } from '../../domain/types.js';
-import type { ExpiredLease, HeartbeatOutcome, LeaseRunsRequest, LeasedRun, TeamScope } from '../store.js';
+import { readyMaxOf, type ExpiredLease, type HeartbeatOutcome, type LeaseRunsRequest, type LeasedRun, type TeamScope } from '../store.js';
 import { prepared, type Transaction } from './connection.js';
 import { textArray } from './array-literals.js';
 import { query, transaction, type StoreContext } from './context.js';
@@ -47,7 +47,7 @@ const leaseRunsSql = prepared(
   `WITH picked AS (
      SELECT r.ctid AS run_ctid, r.run_id, r.job_id, r.status AS from_status, q.due_at AS ready_at
        FROM active_runs q JOIN runs r ON r.run_id = q.run_id AND r.status = q.status AND r.held = q.held
-      WHERE q.pool = $1 AND q.status IN ('ready', 'retry_wait') AND NOT q.held AND q.due_at <= $2::bigint + $7::bigint
+      WHERE q.pool = $1 AND q.status IN ('ready', 'retry_wait') AND NOT q.held AND q.due_at > $9::bigint AND q.due_at <= $2::bigint + $7::bigint
         AND ($3::text IS NULL OR q.team = $3)
       ORDER BY q.lane, q.due_at
       LIMIT $4
@@ -85,10 +85,31 @@ interface LeasedRow {
 }
 
 export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest): Promise<LeasedRun[]> {
-  if (request.max <= 0) return [];
-  const result = await query<LeasedRow>(context, 'leaseRuns', leaseRunsSql, leaseParameters(request, context.leaseNodeId));
-  return result.rows.map(leasedRunOf);
+  return leaseInPasses(request, context.leaseNodeId,
+    async (parameters) => (await query<LeasedRow>(context, 'leaseRuns', leaseRunsSql, parameters)).rows);
 }
+
+/**
+ * One statement, or with a `readyMax` below `max` (and `aheadMs`) two: runs ready now up to
+ * `readyMax`, then runs ready within `aheadMs` up to `max`. Each statement is a lease on its
+ * own; between the two, nothing is half done.
+ */
+async function leaseInPasses(request: LeaseRunsRequest, leaseNodeId: string | null,
+  lease: (parameters: unknown[]) => Promise<LeasedRow[]>): Promise<LeasedRun[]> {
+  if (request.max <= 0) return [];
+  const aheadMs = request.aheadMs ?? 0;
+  const readyMax = readyMaxOf(request);
+  if (readyMax >= request.max) {
+    return (await lease(leaseParameters(request, leaseNodeId, request.max, aheadMs, noLowerBound))).map(leasedRunOf);
+  }
+  const ready = readyMax <= 0 ? [] : await lease(leaseParameters(request, leaseNodeId, readyMax, 0, noLowerBound));
+  if (aheadMs <= 0) return ready.map(leasedRunOf);
+  const ahead = await lease(leaseParameters(request, leaseNodeId, request.max - ready.length, aheadMs, request.nowMs));
+  return [...ready, ...ahead].map(leasedRunOf);
+}
+
+/** Below every `due_at`: the lease's lower bound when it has none. */
+const noLowerBound = Number.MIN_SAFE_INTEGER;
 
 /**
  * The same lease inside a transaction of the caller's: a dispatch serving parked waiters
@@ -96,14 +117,13 @@ export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest
  */
 export async function leaseRunsWithin(tx: Transaction, request: LeaseRunsRequest, leaseNodeId: string | null):
   Promise<LeasedRun[]> {
-  if (request.max <= 0) return [];
-  const result = await tx.query<LeasedRow>(leaseRunsSql, leaseParameters(request, leaseNodeId));
-  return result.rows.map(leasedRunOf);
+  return leaseInPasses(request, leaseNodeId, async (parameters) => (await tx.query<LeasedRow>(leaseRunsSql, parameters)).rows);
 }
 
-function leaseParameters(request: LeaseRunsRequest, leaseNodeId: string | null): unknown[] {
-  return [request.pool, request.nowMs, request.team, request.max, request.leaseMs, request.workerId, request.aheadMs ?? 0,
-    leaseNodeId];
+/** `due_at` within (`afterMs`, now + `aheadMs`], up to `max` runs. */
+function leaseParameters(request: LeaseRunsRequest, leaseNodeId: string | null, max: number, aheadMs: number,
+  afterMs: number): unknown[] {
+  return [request.pool, request.nowMs, request.team, max, request.leaseMs, request.workerId, aheadMs, leaseNodeId, afterMs];
 }
 
 function leasedRunOf(row: LeasedRow): LeasedRun {

@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import type Database from 'better-sqlite3';
 import { hasAttemptsLeft, retryDelayMs } from '../../domain/retry.js';
 import type { JobSpec, RunStatus } from '../../domain/types.js';
-import { laneOrder, leasedEventDetail } from '../store.js';
+import { laneOrder, leasedEventDetail, readyMaxOf } from '../store.js';
 import type {
   CompleteOutcome, CompleteRequest, ExpiredLease, HeartbeatOutcome, LeaseRunsRequest, LeasedRun, ReplayOutcome,
   TeamScope,
@@ -48,7 +48,7 @@ interface SucceededParams {
 }
 
 export class RunTransitions {
-  private readonly selectLeasable: Database.Statement<[string, string, number, string | null, string | null, number], LeasableRow>;
+  private readonly selectLeasable: Database.Statement<[string, string, number, number, string | null, string | null, number], LeasableRow>;
   private readonly markRunning: Database.Statement<[number, number, number, number, string | null, number]>;
   private readonly extendLease: Database.Statement<[number, string, number], { lease_expires_at: number }>;
   private readonly selectSpec: Database.Statement<[string], { spec: string }>;
@@ -75,7 +75,7 @@ export class RunTransitions {
       SELECT r.run_seq, r.run_id, r.job_id, r.team, r.status, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
         r.ready_at, j.spec ->> '$.lease_s' AS lease_s, j.spec -> '$.payload' AS payload_json
       FROM runs r JOIN jobs j ON j.job_seq = r.job_seq
-      WHERE r.pool = ? AND r.lane = ? AND r.status IN ('ready', 'retry_wait') AND r.held = 0 AND r.ready_at <= ?
+      WHERE r.pool = ? AND r.lane = ? AND r.status IN ('ready', 'retry_wait') AND r.held = 0 AND r.ready_at > ? AND r.ready_at <= ?
         AND (? IS NULL OR r.team = ?)
       ORDER BY r.ready_at ${boundLimit}`);
     this.markRunning = db.prepare(`
@@ -108,22 +108,37 @@ export class RunTransitions {
       WHERE run_id = ?`);
   }
 
+  /**
+   * Lane by lane, in ready order. With a `readyMax` below `max` (and `aheadMs`), two passes:
+   * runs ready now up to `readyMax`, then runs ready within `aheadMs` up to `max`.
+   */
   lease(request: LeaseRunsRequest): LeasedRun[] {
     assert.ok(request.max >= 1, 'lease at least one run');
+    const aheadUntilMs = request.nowMs + (request.aheadMs ?? 0);
+    const readyMax = readyMaxOf(request);
     const apply = (): LeasedRun[] => {
       const leased: LeasedRun[] = [];
-      for (const lane of laneOrder) {
-        const remaining = request.max - leased.length;
-        if (remaining <= 0) break;
-        const rows = this.selectLeasable.all(request.pool, lane, request.nowMs + (request.aheadMs ?? 0), request.team,
-          request.team, remaining);
-        if (rows.length === 0) continue;
-        let token = this.tokens.reserve(rows.length);
-        for (const row of rows) leased.push(this.leaseOne(row, token++, request));
+      if (readyMax >= request.max) {
+        this.leaseWithin(request, Number.MIN_SAFE_INTEGER, aheadUntilMs, request.max, leased);
+      } else {
+        this.leaseWithin(request, Number.MIN_SAFE_INTEGER, request.nowMs, readyMax, leased);
+        if (aheadUntilMs > request.nowMs) this.leaseWithin(request, request.nowMs, aheadUntilMs, request.max, leased);
       }
       return leased;
     };
     return atomically(this.db, apply);
+  }
+
+  /** Leases runs with `afterMs < ready_at <= untilMs` until `leased` holds `upToCount`. */
+  private leaseWithin(request: LeaseRunsRequest, afterMs: number, untilMs: number, upToCount: number, leased: LeasedRun[]): void {
+    for (const lane of laneOrder) {
+      const remaining = upToCount - leased.length;
+      if (remaining <= 0) return;
+      const rows = this.selectLeasable.all(request.pool, lane, afterMs, untilMs, request.team, request.team, remaining);
+      if (rows.length === 0) continue;
+      let token = this.tokens.reserve(rows.length);
+      for (const row of rows) leased.push(this.leaseOne(row, token++, request));
+    }
   }
 
   /** A run leased ahead (ready_at still to come) is leased from its ready time, and its event says so. */

@@ -20,6 +20,7 @@ import type {
   DispatchResult, ExpiredLease, HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun,
   LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ServedClaim, ShardLease, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite,
 } from '../store.js';
+import { leaseCameBackShort } from '../store.js';
 import { Dispatcher } from './dispatch.js';
 import { GroupCommitQueue, type OperationOutcome, type QueuedOperation } from './group-commit.js';
 import { WalSync } from './wal-sync.js';
@@ -296,7 +297,7 @@ export class SqliteStore implements Store {
         const entry: ServedClaim = { claim, runs: [] };
         served.push(entry);
         entry.runs = this.runTransitions.lease(claim.request);
-        if (entry.runs.length < claim.request.max) break;
+        if (leaseCameBackShort(claim.request, entry.runs)) break;
       }
     }
   }
