@@ -6,7 +6,7 @@
  * left of a herd's lag once every run is in the worker's hands before its instant, which is
  * the worker's CPU per run (docs/benchmarks.md, "A herd held by its worker").
  *
- *   node --import tsx bench/worker-herd-cost.ts [--runs 50000] [--ack-ms 3] [--rounds 3]
+ *   node --expose-gc --import tsx bench/worker-herd-cost.ts [--runs 50000] [--ack-ms 3] [--rounds 3]
  */
 import { parseArgs } from 'node:util';
 import { createWorker } from '../src/worker/worker.js';
@@ -56,8 +56,14 @@ function standInClient(readyAtMs: number): TicklerClient {
   return client as unknown as TicklerClient;
 }
 
-async function round(): Promise<{ p50: number; p99: number; max: number }> {
+async function round(): Promise<{ p50: number; p99: number; max: number; heldHeapMb: number }> {
   const readyAtMs = Date.now() + leadMs;
+  // The heap just before the instant, the whole herd held (after a full collection when --expose-gc).
+  let heldHeapMb = Number.NaN;
+  setTimeout(() => {
+    (globalThis as { gc?: () => void }).gc?.();
+    heldHeapMb = process.memoryUsage().heapUsed / 1e6;
+  }, leadMs - 100);
   const lags: number[] = [];
   let allStarted!: () => void;
   const started = new Promise<void>((resolve) => {
@@ -75,10 +81,11 @@ async function round(): Promise<{ p50: number; p99: number; max: number }> {
   await started;
   await worker.stop({ timeoutMs: 1_000 });
   lags.sort((a, b) => a - b);
-  return { p50: lags[Math.floor(runCount / 2)]!, p99: lags[Math.floor(runCount * 0.99)]!, max: lags[runCount - 1]! };
+  return { p50: lags[Math.floor(runCount / 2)]!, p99: lags[Math.floor(runCount * 0.99)]!, max: lags[runCount - 1]!, heldHeapMb };
 }
 
 for (let index = 1; index <= Number(values.rounds); index++) {
-  const { p50, p99, max } = await round();
-  console.log(`round ${index}: ${runCount} runs, start − ready p50 ${p50} ms, p99 ${p99} ms, max ${max} ms`);
+  const { p50, p99, max, heldHeapMb } = await round();
+  console.log(`round ${index}: ${runCount} runs, start − ready p50 ${p50} ms, p99 ${p99} ms, max ${max} ms; ` +
+    `heap before the instant ${heldHeapMb.toFixed(0)} MB`);
 }

@@ -13,7 +13,8 @@
  * attempts of one worker share requests. The worker is told when the handler has settled,
  * before its completion is acknowledged, so that it can lease the next run meanwhile.
  */
-import type { Clock, TimerHandle } from '../clock.js';
+import type { Clock } from '../clock.js';
+import type { GroupedTimers } from './grouped-timers.js';
 import { errorTextLengthMax, leaseSecondsMax, leaseSecondsMin } from '../limits.js';
 import { describe } from './client.js';
 import type { CompletionBatcher, HeartbeatBatcher } from './batched-calls.js';
@@ -59,6 +60,8 @@ export interface AttemptDependencies {
   /** Called once the handler has returned or thrown, before the completion is sent. */
   onHandlerSettled(): void;
   clock: Clock;
+  /** Every attempt's heartbeats, one clock timer per instant; `fire` calls `heartbeat()`. */
+  heartbeatTimers: GroupedTimers<RunAttempt>;
   handler: RunHandler;
   logger: WorkerLogger;
   /** The lease the worker asked for, if any; otherwise the job's, read from `lease_expires_at`. */
@@ -91,7 +94,8 @@ export class RunAttempt {
   private controller: AbortController | undefined;
   private abortReason: LeaseLostError | undefined;
   private readonly heartbeatIntervalMs: number;
-  private heartbeatTimer: TimerHandle | undefined;
+  /** When the next heartbeat is due, once one was scheduled (kept after it fired, until the next). */
+  private heartbeatDueMs: number | undefined;
   private heartbeatFailures = 0;
   private settled = false;
 
@@ -126,7 +130,7 @@ export class RunAttempt {
    * (the worker's `prefetch`) keeps its lease while it waits.
    */
   keepAlive(): void {
-    if (this.heartbeatTimer === undefined && !this.settled) this.scheduleHeartbeat();
+    if (this.heartbeatDueMs === undefined && !this.settled) this.scheduleHeartbeat();
   }
 
   /**
@@ -140,7 +144,7 @@ export class RunAttempt {
     if (this.abortReason !== undefined) {
       // Lost while it waited for a slot (a heartbeat was refused): the handler never sees it.
       this.settled = true;
-      this.heartbeatTimer?.cancel();
+      this.cancelHeartbeat();
       this.dependencies.onHandlerSettled();
       logger.warn({ runId: this.run.run_id, reason: describe(this.abortReason) },
         'lease lost before the handler started: the run is not handled here');
@@ -152,7 +156,7 @@ export class RunAttempt {
       outcome = await this.runHandler();
     } finally {
       this.settled = true;
-      this.heartbeatTimer?.cancel();
+      this.cancelHeartbeat();
       this.dependencies.onHandlerSettled();
     }
     // Read again: the handler's await may have seen the run taken away (TS keeps the narrowing above).
@@ -181,11 +185,17 @@ export class RunAttempt {
   }
 
   private scheduleHeartbeat(): void {
-    const { clock } = this.dependencies;
-    this.heartbeatTimer = clock.setTimer(clock.nowMs() + this.heartbeatIntervalMs, () => this.heartbeat());
+    const { clock, heartbeatTimers } = this.dependencies;
+    this.heartbeatDueMs = clock.nowMs() + this.heartbeatIntervalMs;
+    heartbeatTimers.add(this.heartbeatDueMs, this);
   }
 
-  private async heartbeat(): Promise<void> {
+  private cancelHeartbeat(): void {
+    if (this.heartbeatDueMs !== undefined) this.dependencies.heartbeatTimers.delete(this.heartbeatDueMs, this);
+  }
+
+  /** Sends the heartbeat that came due and schedules the next; the worker's heartbeat timers call it. */
+  async heartbeat(): Promise<void> {
     if (this.settled || this.abortReason !== undefined) return;
     const { heartbeats, logger } = this.dependencies;
     try {

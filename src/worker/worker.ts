@@ -34,6 +34,7 @@ import { createLogger } from '../obs/log.js';
 import { TicklerClient, describe } from './client.js';
 import { TicklerApiError } from './errors.js';
 import { completionBatcher, heartbeatBatcher, type CompletionBatcher, type HeartbeatBatcher } from './batched-calls.js';
+import { GroupedTimers } from './grouped-timers.js';
 import { LeaseLostError, RunAttempt, type AttemptDependencies, type RunHandler, type WorkerLogger } from './run-attempt.js';
 import type { LeasedRun } from './wire.js';
 
@@ -296,6 +297,7 @@ class PullWorker implements Worker {
         this.wakeLoop();
       },
       clock: this.clock,
+      heartbeatTimers: new GroupedTimers<RunAttempt>(this.clock, (attempt) => attempt.heartbeat()),
       handler: options.handler,
       logger: this.logger,
       leaseS: options.leaseS,

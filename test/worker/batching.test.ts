@@ -166,7 +166,7 @@ describe('createWorker batching', () => {
     server.offer(leasedRun(startMs), leasedRun(startMs), leasedRun(startMs));
     await Promise.all(handlers.map((handler) => handler.started));
     const beats = server.next('heartbeat', () => server.heartbeats.length === 3);
-    assert.equal(sameTurn.fireDue(1_000), 3);
+    assert.equal(sameTurn.fireDue(1_000), 1, 'one clock timer for the instant (grouped-timers.ts)');
     await beats;
     assert.deepEqual(server.heartbeatBatchSizes, [3]);
     for (const handler of handlers) handler.finish('ok');

@@ -82,11 +82,17 @@ export class FakeTicklerServer extends EventEmitter {
   }
 
   /** Resolves with the next event of `name` whose argument passes `predicate`. */
-  async next<T>(name: string, predicate: (value: T) => boolean = () => true): Promise<T> {
-    for (;;) {
-      const [value] = (await once(this, name)) as [T];
-      if (predicate(value)) return value;
-    }
+  next<T>(name: string, predicate: (value: T) => boolean = () => true): Promise<T> {
+    // One listener for every event until one passes: a batch emits its items' events in one
+    // go, and re-listening after each (`once` in a loop) missed the rest of them.
+    return new Promise((resolve) => {
+      const listener = (value: T): void => {
+        if (!predicate(value)) return;
+        this.off(name, listener);
+        resolve(value);
+      };
+      this.on(name, listener);
+    });
   }
 
   private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
