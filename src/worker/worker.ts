@@ -301,6 +301,7 @@ class PullWorker implements Worker {
       handler: options.handler,
       logger: this.logger,
       leaseS: options.leaseS,
+      isStopping: () => this.state !== 'running',
       random: this.random,
     };
     this.runDone = new Promise((resolve) => {

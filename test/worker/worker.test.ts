@@ -239,6 +239,34 @@ describe('createWorker', () => {
     assert.equal(server.completions.length, 2);
   });
 
+  test('a completion that gets no answer is retried beyond three tries while its lease lasts', async () => {
+    let answered = 0;
+    server.completeAnswer = () => (answered++ < 5 ? 'destroy' : { status: 200, body: {} });
+    start(() => 'done', { leaseS: 30 });
+    server.offer(leasedRun(startMs, {}, 30));
+    for (let failures = 1; failures <= 4; failures++) {
+      await logger.count('completion failed; retrying', failures);
+      await clock.advance(2_000);
+    }
+    await logger.count('completion failed; retrying', 5);
+    const sixth = server.next('complete', () => server.completions.length === 6);
+    await clock.advance(2_000);
+    await sixth;
+    assert.equal(logger.lines.filter((line) => line.message.startsWith('completion not accepted')).length, 0);
+  });
+
+  test('a completion that gets no answer is given up after three tries once its lease is over', async () => {
+    server.completeAnswer = () => 'destroy';
+    start(() => 'done');
+    server.offer(leasedRun(startMs));
+    for (let failures = 1; failures <= 2; failures++) {
+      await logger.count('completion failed; retrying', failures);
+      await clock.advance(2_000);
+    }
+    await logger.count('completion not accepted', 1);
+    assert.equal(server.completions.length, 3, 'a 3 s lease: three tries, the next would come after it');
+  });
+
   test('stop() stops leasing and waits for in-flight handlers to finish', async () => {
     const control = controlledHandler();
     start(control.handler);
