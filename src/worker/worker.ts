@@ -85,7 +85,8 @@ export interface WorkerOptions {
    * leased so: a one-shot herd or a dense stream the scheduler writes ahead, a retry waiting
    * out its delay. A run leased ahead is this worker's: a cancel or change that lands after
    * the lease does not take it back (API.md, "Leasing ahead"). Held runs count against the
-   * free slots and prefetch places. Default 0 (lease only what is ready); at most 1,000.
+   * free slots and prefetch places, unless `holdAheadMax` gives them places of their own.
+   * Default 0 (lease only what is ready); at most 10,000.
    */
   leaseAheadMs?: number;
   /**
@@ -125,20 +126,19 @@ const waitSecondsDefault = 20;
  */
 export const unacknowledgedCompletionsPerSlot = 4;
 const leaseLingerMsDefault = 5;
+/** `holdAheadMax` at most. */
+export const holdAheadMaxLimit = 100_000;
+/**
+ * Handlers started per event-loop turn at most: quick handlers free their slots in
+ * microtasks, so a released herd would otherwise start in one cascade with no completion sent
+ * until its end (bench/worker-herd-cost.ts, docs/benchmarks.md "A herd held by its worker").
+ */
+const startsPerTurnMax = 500;
 /**
  * Two parked long-polls: on bench:peers W2's shape (bench/lag-stages.ts, 2,000 timers a
  * second) dispatch -> lease p99 went from 1-3 ms to 0-1 ms and fire -> handler p99 from 4-5
  * to 3-4 ms; see docs/benchmarks.md.
  */
-/** `holdAheadMax` at most. */
-export const holdAheadMaxLimit = 100_000;
-/**
- * Handlers started per event-loop turn at most. A herd of 50,000 no-op handlers released at
- * once (a fake client: /tmp-free microbenchmark in docs/benchmarks.md) started in one cascade
- * of microtasks kept ~2 KB per run alive until the last start, and scavenges copying it took
- * a third of the worker's time.
- */
-const startsPerTurnMax = 500;
 const longPollsDefault = 2;
 const longPollsMax = 8;
 const errorBackoffMsBase = 100;
@@ -200,11 +200,8 @@ class PullWorker implements Worker {
   private runningCount = 0;
   /** Leased runs waiting for a slot (prefetched, or a herd's released holds), oldest first. */
   private readonly waiting = new FifoQueue<RunAttempt>();
-  /**
-   * Runs leased ahead and held for their ready time, grouped by the time they are released
-   * (one clock timer per group: a herd shares one instant).
-   */
-  private readonly holds = new Map<number, { attempts: RunAttempt[]; timer: TimerHandle }>();
+  /** Runs leased ahead and held for their ready time, by the time they are released. */
+  private readonly holds: GroupedTimers<RunAttempt>;
   private heldCount = 0;
   /** Handlers started since the event loop last turned (`startWaiting`). */
   private startsThisTurn = 0;
@@ -281,6 +278,7 @@ class PullWorker implements Worker {
     this.clock = options.clock ?? new SystemClock();
     this.logger = options.logger ?? createLogger({ name: 'tickler-worker' });
     this.random = options.random ?? Math.random;
+    this.holds = new GroupedTimers<RunAttempt>(this.clock, (attempt) => this.releaseHeld(attempt));
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
     const routeMissing = (route: string) => () => this.logger.warn({ workerId: this.workerId, route },
       'the server has no batch route; sending one request per run');
@@ -344,7 +342,7 @@ class PullWorker implements Worker {
           attempt.abort(new LeaseLostError('stopping', `worker stopping: handler still running after ${timeoutMs} ms`));
         }
         // Runs still held for their ready time are let go now: aborted, their handlers never start.
-        for (const atMs of [...this.holds.keys()]) this.releaseHeld(atMs);
+        void this.holds.fireAll();
       });
     }
     await this.loopDone;
@@ -474,13 +472,7 @@ class PullWorker implements Worker {
     const nowMs = this.clock.nowMs();
     const readyAtMs = this.leaseAheadMs === 0 || run.ready_at === undefined ? Number.NaN : Date.parse(run.ready_at);
     if (readyAtMs > nowMs) {
-      const releaseAtMs = Math.min(readyAtMs, nowMs + this.leaseAheadMs);
-      let group = this.holds.get(releaseAtMs);
-      if (group === undefined) {
-        group = { attempts: [], timer: this.clock.setTimer(releaseAtMs, () => this.releaseHeld(releaseAtMs)) };
-        this.holds.set(releaseAtMs, group);
-      }
-      group.attempts.push(attempt);
+      this.holds.add(Math.min(readyAtMs, nowMs + this.leaseAheadMs), attempt);
       this.heldCount++;
       return true;
     }
@@ -489,14 +481,10 @@ class PullWorker implements Worker {
     return false;
   }
 
-  /** Hands the runs held until `atMs` to the slots (or, if aborted meanwhile, lets them go). */
-  private releaseHeld(atMs: number): void {
-    const group = this.holds.get(atMs);
-    if (group === undefined) return;
-    group.timer.cancel();
-    this.holds.delete(atMs);
-    this.heldCount -= group.attempts.length;
-    for (const attempt of group.attempts) this.waiting.push(attempt);
+  /** Hands a run held for its ready time to the slots (or, if aborted meanwhile, lets it go). */
+  private releaseHeld(attempt: RunAttempt): void {
+    this.heldCount--;
+    this.waiting.push(attempt);
     this.startWaiting();
   }
 

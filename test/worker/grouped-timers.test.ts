@@ -55,3 +55,18 @@ test('the clock awaits every item of the instant', async () => {
   await clock.advance(10);
   assert.deepEqual(done, ['x', 'y']);
 });
+
+test('fireAll fires every item at once, whatever its instant, and leaves no timer', async () => {
+  const clock = new VirtualClock(startMs);
+  const fired: string[] = [];
+  const timers = new GroupedTimers<string>(clock, (item) => {
+    fired.push(item);
+  });
+  timers.add(startMs + 100, 'a');
+  timers.add(startMs + 900, 'b');
+  await timers.fireAll();
+  assert.deepEqual(fired, ['a', 'b']);
+  assert.equal(clock.pendingTimerCount(), 0);
+  await clock.advance(1_000);
+  assert.deepEqual(fired, ['a', 'b'], 'nothing fires twice');
+});
