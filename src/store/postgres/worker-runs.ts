@@ -85,14 +85,18 @@ interface LeasedRow {
 }
 
 export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest): Promise<LeasedRun[]> {
+  // Two statements share a transaction: a failure between them must not leave the first's
+  // leases committed and unanswered (their runs would wait out the lease).
+  if (readyMaxOf(request) < request.max && (request.aheadMs ?? 0) > 0) {
+    return transaction(context, 'leaseRuns', (tx) => leaseRunsWithin(tx, request, context.leaseNodeId));
+  }
   return leaseInPasses(request, context.leaseNodeId,
     async (parameters) => (await query<LeasedRow>(context, 'leaseRuns', leaseRunsSql, parameters)).rows);
 }
 
 /**
  * One statement, or with a `readyMax` below `max` (and `aheadMs`) two: runs ready now up to
- * `readyMax`, then runs ready within `aheadMs` up to `max`. Each statement is a lease on its
- * own; between the two, nothing is half done.
+ * `readyMax`, then runs ready within `aheadMs` up to `max`.
  */
 async function leaseInPasses(request: LeaseRunsRequest, leaseNodeId: string | null,
   lease: (parameters: unknown[]) => Promise<LeasedRow[]>): Promise<LeasedRun[]> {
