@@ -9,14 +9,18 @@
  *   fire → dispatch     the scheduler's wheel and the dispatch transaction
  *   dispatch → lease    waiting for a lease request (0 when a parked worker is served inside
  *                       the dispatch's transaction)
- *   lease → handler     the lease's answer over HTTP and the SDK starting the handler
+ *   lease → handler     the lease's answer over HTTP and the SDK starting the handler,
+ *                       split at the answer's arrival in this process (lease → answer,
+ *                       answer → handler: held for the ready time, or waiting for a slot)
  *
- * with the server's CPU per run (from /proc, all its threads) and this process's. The
+ * with the server's CPU per run (from /proc, all its threads) and this process's, the lease
+ * and completion requests and the runs each carried, this process's event-loop delay, and
+ * the time each process's main thread waited for a CPU (a tail on two cores is mostly that). The
  * database's times are whole milliseconds; the handler's start is Date.now() on the same
  * clock.
  *
  *   node --import tsx bench/lag-stages.ts [--timers 20000] [--span-s 10] [--ahead-s 5]
- *     [--rounds 1] [--cpu-prof DIR] [--lease-ahead-ms 0]
+ *     [--rounds 1] [--cpu-prof DIR] [--lease-ahead-ms 0] [--hold-ahead-max 0]
  *
  * `--rounds N` runs the shape N times against the same server and prints each round: the
  * first meets a fresh process (cold JIT, a WAL file still growing), later ones a warm one.
@@ -27,9 +31,12 @@
  * `--cpu-prof DIR` profiles the server; the profile is written when it exits.
  * `--lease-ahead-ms N` has the worker lease runs N ms before they are ready (`leaseAheadMs`);
  * its lease then comes before the fire time, so "dispatch -> lease" turns negative.
+ * `--hold-ahead-max N` gives it N places for runs held for their time (`holdAheadMax`, as
+ * bench:peers runs it: `--lease-ahead-ms 3000 --hold-ahead-max 50000`).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { batchJobsMax } from '../src/limits.js';
@@ -45,6 +52,7 @@ const { values: options } = parseArgs({
     rounds: { type: 'string', default: '1' },
     windows: { type: 'boolean', default: false },
     'lease-ahead-ms': { type: 'string', default: '0' },
+    'hold-ahead-max': { type: 'string', default: '0' },
   },
 });
 const count = Number(options.timers);
@@ -60,6 +68,12 @@ function processCpuMs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   const ticksPerS = 100;
   return ((Number(fields[11]) + Number(fields[12])) * 1_000) / ticksPerS;
+}
+
+/** Time a process's main thread spent runnable but waiting for a CPU, and its slices (Linux /proc schedstat). */
+function runQueueWait(pid: number | 'self'): { waitNs: number; slices: number } {
+  const [, waitNs, slices] = readFileSync(`/proc/${pid}/schedstat`, 'utf8').trim().split(' ').map(Number);
+  return { waitNs: waitNs!, slices: slices! };
 }
 
 function percentile(sorted: readonly number[], p: number): number {
@@ -93,14 +107,38 @@ async function measureRound(client: BenchServer['client'], round: number): Promi
   if (Date.now() > firstDueMs - 500) throw new Error('creating took longer than --ahead-s allows; raise it');
 
   const handledAtMs = new Float64Array(count).fill(Number.NaN);
+  /** When the lease answer carrying each run reached this process. */
+  const receivedAtMs = new Float64Array(count).fill(Number.NaN);
   let handledCount = 0;
   let allHandled!: () => void;
   const done = new Promise<void>((resolve) => {
     allHandled = resolve;
   });
   const quiet = (): void => undefined;
+  // Lease and completion requests this round, and the runs each carried.
+  const leaseRuns = client.leaseRuns.bind(client);
+  const completeRunsBriefly = client.completeRunsBriefly.bind(client);
+  const leases = { requests: 0, runs: 0 };
+  const completions = { requests: 0, runs: 0 };
+  client.leaseRuns = async (...args) => {
+    const answer = await leaseRuns(...args);
+    const nowMs = Date.now();
+    for (const run of answer.runs) {
+      const index = (run.payload as { i?: number } | null)?.i;
+      if (index !== undefined && Number.isNaN(receivedAtMs[index]!)) receivedAtMs[index] = nowMs;
+    }
+    leases.requests++;
+    leases.runs += answer.runs.length;
+    return answer;
+  };
+  client.completeRunsBriefly = (items, ...rest) => {
+    completions.requests++;
+    completions.runs += items.length;
+    return completeRunsBriefly(items, ...rest);
+  };
   const worker = createWorker({
     client, pool, concurrency: 50, prefetch: 50, leaseAheadMs: Number(options['lease-ahead-ms']),
+    holdAheadMax: Number(options['hold-ahead-max']),
     logger: { debug: quiet, info: quiet, warn: quiet, error: quiet },
     handler: (run) => {
       const index = (run.payload as { i: number }).i;
@@ -112,13 +150,20 @@ async function measureRound(client: BenchServer['client'], round: number): Promi
   worker.start();
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, firstDueMs - Date.now())));
   const pressure = options.windows ? samplePressure() : null;
+  const loopDelay = monitorEventLoopDelay({ resolution: 1 });
+  loopDelay.enable();
+  const runQueueBefore = { self: runQueueWait('self'), server: runQueueWait(server.pid) };
   const serverCpuBeforeMs = processCpuMs(server.pid);
   const harnessCpuBefore = process.cpuUsage();
   await done;
   pressure?.stop();
+  loopDelay.disable();
+  const runQueue = { self: runQueueWait('self'), server: runQueueWait(server.pid) };
   const serverCpuMs = processCpuMs(server.pid) - serverCpuBeforeMs;
   const harnessCpu = process.cpuUsage(harnessCpuBefore);
   await worker.stop({ timeoutMs: 5_000 });
+  client.leaseRuns = leaseRuns;
+  client.completeRunsBriefly = completeRunsBriefly;
 
   const db = new Database(join(dataDir.dir, 'tickler.db'), { readonly: true });
   const rows = db.prepare(`SELECT r.fire_at, r.dispatched_at, r.started_at, json_extract(j.spec, '$.payload.i') AS i
@@ -129,6 +174,9 @@ async function measureRound(client: BenchServer['client'], round: number): Promi
     ['fire -> dispatch', (row) => row.dispatched_at - row.fire_at],
     ['dispatch -> lease', (row) => row.started_at - row.dispatched_at],
     ['lease -> handler', (row) => handledAtMs[row.i]! - row.started_at],
+    ['  lease -> answer', (row) => receivedAtMs[row.i]! - row.started_at],
+    ['  answer -> handler', (row) => handledAtMs[row.i]! - receivedAtMs[row.i]!],
+    ['fire -> answer', (row) => receivedAtMs[row.i]! - row.fire_at],
     ['fire -> handler', (row) => handledAtMs[row.i]! - row.fire_at],
   ];
   console.log(`${count} timers over ${spanMs / 1_000} s; lag stages in ms (database times are whole ms)`);
@@ -143,6 +191,15 @@ async function measureRound(client: BenchServer['client'], round: number): Promi
   }
   console.log(`CPU per run: server ${((serverCpuMs * 1_000) / count).toFixed(0)} us (all threads), ` +
     `this process ${((harnessCpu.user + harnessCpu.system) / count).toFixed(0)} us`);
+  const perRequest = (tally: { requests: number; runs: number }): string => (tally.runs / Math.max(1, tally.requests)).toFixed(1);
+  console.log(`requests: ${leases.requests} leases of ${perRequest(leases)} runs, ` +
+    `${completions.requests} completions of ${perRequest(completions)} runs`);
+  const ms = (ns: number): string => (ns / 1e6).toFixed(1);
+  console.log(`this process's event loop delay ms: p50 ${ms(loopDelay.percentile(50))}  p99 ${ms(loopDelay.percentile(99))}  ` +
+    `p99.9 ${ms(loopDelay.percentile(99.9))}  max ${ms(loopDelay.max)}`);
+  console.log(`run-queue wait, main threads: this process ${ms(runQueue.self.waitNs - runQueueBefore.self.waitNs)} ms ` +
+    `over ${runQueue.self.slices - runQueueBefore.self.slices} slices, server ${ms(runQueue.server.waitNs - runQueueBefore.server.waitNs)} ms ` +
+    `over ${runQueue.server.slices - runQueueBefore.server.slices}`);
 }
 
 interface PressureSample {

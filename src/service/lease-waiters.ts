@@ -161,15 +161,23 @@ export class LeaseWaiters {
     }
   }
 
-  /** Serves waiters in arrival order until each team scope comes back short. */
+  /**
+   * Serves waiters in arrival order until each team scope comes back short. A short answer
+   * leasing `ahead_ms` A says nothing is ready within A: waiters of that scope asking no further
+   * ahead are skipped, and one asking further (a worker's hold lease behind its slot lease) is
+   * still served.
+   */
   private async servePass(queue: PoolQueue): Promise<void> {
-    const drainedScopes = new Set<string>();
-    let allDrained = false;
+    const drainedAheadMs = new Map<string, number>();
+    let allDrainedAheadMs = Number.NEGATIVE_INFINITY;
     for (const waiter of [...queue.waiters]) {
       // A waiter a dispatch is leasing to (a claim) is answered by that dispatch.
       if (waiter.settled || waiter.leasing || this.closed) continue;
       const scope = waiter.request.scope;
-      if (allDrained || (scope !== null && drainedScopes.has(scope))) continue;
+      const aheadMs = waiter.request.aheadMs;
+      if (aheadMs <= allDrainedAheadMs || (scope !== null && aheadMs <= (drainedAheadMs.get(scope) ?? Number.NEGATIVE_INFINITY))) {
+        continue;
+      }
       waiter.leasing = true;
       const request = this.storeRequest(waiter.request);
       let runs: LeasedRun[];
@@ -183,8 +191,8 @@ export class LeaseWaiters {
       waiter.leasing = false;
       if (runs.length > 0 || waiter.expired) this.settle(waiter, runs);
       if (leaseCameBackShort(request, runs)) {
-        if (scope === null) allDrained = true;
-        else drainedScopes.add(scope);
+        if (scope === null) allDrainedAheadMs = Math.max(allDrainedAheadMs, aheadMs);
+        else drainedAheadMs.set(scope, Math.max(drainedAheadMs.get(scope) ?? Number.NEGATIVE_INFINITY, aheadMs));
       }
     }
     queue.waiters = queue.waiters.filter((waiter) => !waiter.settled);

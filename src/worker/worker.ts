@@ -91,10 +91,13 @@ export interface WorkerOptions {
   leaseAheadMs?: number;
   /**
    * Runs leased ahead (`leaseAheadMs`) that the worker may hold for their ready time beyond its
-   * slots and prefetch places. Each lease then asks for the free slots as runs ready now
-   * (`max_ready`) and for the free hold places as runs ready within `leaseAheadMs` only, so
-   * holding never takes a backlog of ready runs from other workers. Default 0: held runs take
-   * slot and prefetch places. At most 100,000.
+   * slots and prefetch places. Leases for slots then ask only for runs ready now, and leases
+   * of their own ask for the free hold places as runs ready within `leaseAheadMs` (`max_ready`
+   * 1: one ready run at most, so holding never takes a backlog of ready runs from other
+   * workers). After a hold lease that found fewer runs than it had places for, the next waits
+   * `holdLingerMs` (100 ms), so a stream entering the window is leased a tenth of a second at
+   * a time, not a run or two per round trip. Default 0: held runs take slot and prefetch
+   * places. At most 100,000.
    */
   holdAheadMax?: number;
   /** Drives heartbeats and backoff; tests pass a VirtualClock. */
@@ -126,6 +129,13 @@ const waitSecondsDefault = 20;
  */
 export const unacknowledgedCompletionsPerSlot = 4;
 const leaseLingerMsDefault = 5;
+/**
+ * After a hold lease that found fewer runs ahead than it had places for, the next waits this
+ * long (at most a quarter of `leaseAheadMs`). With none, a stream entering the window (bench:peers
+ * W2: 2,000 runs a second) was leased as it entered: 4,762 leases of 4.2 runs for 20,000 runs,
+ * ~400 µs of server CPU and ~200 µs of the worker's per run (bench/lag-stages.ts).
+ */
+const holdLingerMsMax = 100;
 /** `holdAheadMax` at most. */
 export const holdAheadMaxLimit = 100_000;
 /**
@@ -210,6 +220,11 @@ class PullWorker implements Worker {
   private readonly holdAheadMax: number;
   /** Hold places asked for by lease requests in flight. */
   private holdsAsked = 0;
+  /** Hold leases in flight (in `leases` too). */
+  private holdLeaseCount = 0;
+  /** After a hold lease came back short, no other before this (on the clock). */
+  private holdsResumeAtMs = Number.NEGATIVE_INFINITY;
+  private readonly holdLingerMs: number;
   private readonly prefetch: number;
   private readonly completions: CompletionBatcher;
   private readonly heartbeats: HeartbeatBatcher;
@@ -220,7 +235,7 @@ class PullWorker implements Worker {
   private slotsAsked = 0;
   /** The last lease answered with fewer runs than it asked for (the pool had no more), or none has yet. */
   private poolDrained = true;
-  /** The last lease asked for hold places and brought only runs to hold. */
+  /** The last hold lease filled every place it asked for: the window may hold more. */
   private takingHolds = false;
   private consecutiveErrors = 0;
   /** After a failed lease, no request before this (on the clock). */
@@ -261,6 +276,7 @@ class PullWorker implements Worker {
     }
     if (holdAheadMax > 0 && leaseAheadMs === 0) throw new RangeError('holdAheadMax needs leaseAheadMs');
     this.holdAheadMax = holdAheadMax;
+    this.holdLingerMs = Math.min(holdLingerMsMax, leaseAheadMs / 4);
     const longPolls = options.longPolls ?? longPollsDefault;
     if (!Number.isInteger(longPolls) || longPolls < 1 || longPolls > longPollsMax) {
       throw new RangeError(`longPolls must be an integer within 1..${longPollsMax}, got ${options.longPolls}`);
@@ -368,13 +384,13 @@ class PullWorker implements Worker {
         await this.sleepUntilWoken(backoffMs);
         continue;
       }
+      if (this.leaseHoldsIfDue()) continue;
       const freeSlots = Math.min(this.freeSlotCount() - this.slotsAsked, leaseBatchMax);
-      // A second long-poll only while the pool is drained, or while leases bring runs to hold
-      // (a herd taken ahead: two requests in flight keep the server leasing while the worker
-      // reads an answer): in throughput mode one request asks for every free slot, as one batch.
-      const pollsAllowed = this.poolDrained || this.takingHolds ? this.longPolls : 1;
-      if (freeSlots <= 0 || this.leases.size >= pollsAllowed) {
-        await this.sleepUntilWoken();
+      // A second long-poll only while the pool is drained: in throughput mode one request asks
+      // for every free slot, as one batch.
+      const pollsAllowed = this.poolDrained ? this.longPolls : 1;
+      if (freeSlots <= 0 || this.leases.size - this.holdLeaseCount >= pollsAllowed) {
+        await this.sleepUntilWoken(this.holdLingerLeftMs());
         continue;
       }
       if (freeSlots < refillSlots && this.runningCount + this.heldCount > 0 && lingerMs > 0) {
@@ -387,59 +403,108 @@ class PullWorker implements Worker {
       }
       lingerEndMs = undefined;
       // The first of several parked polls takes its share, so the next has slots to ask for.
-      const openPolls = pollsAllowed - this.leases.size;
-      const max = Math.ceil(freeSlots / openPolls);
-      const holdPlaces = Math.min(Math.ceil(this.freeHoldCount() / openPolls), leaseBatchMax - max);
-      const lease = this.leaseOnce(max, holdPlaces);
-      this.leases.add(lease);
-      void lease.finally(() => {
-        this.leases.delete(lease);
-        this.wakeLoop();
-      });
+      const openPolls = pollsAllowed - (this.leases.size - this.holdLeaseCount);
+      this.track(this.leaseOnce(Math.ceil(freeSlots / openPolls)));
     }
     // Runs answered to a request the stop cut short are still taken (leaseOnce).
     await Promise.all([...this.leases]);
   }
 
+  private track(lease: Promise<void>): void {
+    this.leases.add(lease);
+    void lease.finally(() => {
+      this.leases.delete(lease);
+      this.wakeLoop();
+    });
+  }
+
   /**
-   * One lease request for up to `max` runs ready now and `holdPlaces` more ready within
-   * `leaseAheadMs`; its slots and hold places count as asked for until it settles.
+   * Sends a hold lease (`holdAheadMax`) if one is due: places are free, the linger after a
+   * short one is over, and fewer are in flight than allowed (one; `longPolls` while answers
+   * come back full, so the server leases a herd while the worker reads the last answer).
    */
-  private async leaseOnce(max: number, holdPlaces: number): Promise<void> {
+  private leaseHoldsIfDue(): boolean {
+    if (this.holdAheadMax === 0 || this.clock.nowMs() < this.holdsResumeAtMs) return false;
+    const holdsAllowed = this.takingHolds ? this.longPolls : 1;
+    const places = Math.min(this.freeHoldCount(), leaseBatchMax - 1);
+    if (places <= 0 || this.holdLeaseCount >= holdsAllowed) return false;
+    this.track(this.leaseHoldsOnce(Math.ceil(places / (holdsAllowed - this.holdLeaseCount))));
+    return true;
+  }
+
+  /** How long until a hold lease may go again, if one is wanted and only the linger holds it back. */
+  private holdLingerLeftMs(): number | undefined {
+    if (this.holdAheadMax === 0 || this.holdLeaseCount > 0 || this.freeHoldCount() <= 0) return undefined;
+    const leftMs = this.holdsResumeAtMs - this.clock.nowMs();
+    return leftMs > 0 ? leftMs : undefined;
+  }
+
+  /**
+   * One lease request for up to `max` runs ready now (and, without `holdAheadMax`, ready
+   * within `leaseAheadMs`); its slots count as asked for until it settles.
+   */
+  private async leaseOnce(max: number): Promise<void> {
     this.slotsAsked += max;
-    this.holdsAsked += holdPlaces;
     try {
-      const answer = await this.client.leaseRuns({
-        pool: this.options.pool,
-        max: max + holdPlaces,
-        ...(holdPlaces > 0 ? { max_ready: max } : {}),
-        wait_s: this.waitS,
-        worker_id: this.workerId,
-        ...(this.options.leaseS === undefined ? {} : { lease_s: this.options.leaseS }),
-        ...(this.leaseAheadMs === 0 ? {} : { ahead_ms: this.leaseAheadMs }),
-      }, { signal: this.leaseController.signal });
-      this.consecutiveErrors = 0;
+      const answer = await this.requestLease({
+        max, ...(this.leaseAheadMs === 0 || this.holdAheadMax > 0 ? {} : { ahead_ms: this.leaseAheadMs }),
+      });
+      if (answer === undefined) return;
       this.poolDrained = answer.runs.length < max;
       // Runs leased are ours even if a stop began meanwhile: handle them rather than let them expire.
-      let held = 0;
-      for (const run of answer.runs) if (this.accept(run)) held++;
-      this.takingHolds = holdPlaces > 0 && held > 0 && held === answer.runs.length;
+      for (const run of answer.runs) this.accept(run);
       // One turn for the handlers just started: short ones settle in it, and the next lease
       // asks for the slots they freed too. Counted at once, a lease of 100 quick runs left
       // 50 "running" and the next asked for half (bench:peers W3 with prefetch 50: every
       // lease 50 runs, 18,142-18,271 runs/s; after the turn 100, 19,896-20,563).
       if (answer.runs.length > 0) await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      this.slotsAsked -= max;
+    }
+  }
+
+  /**
+   * One hold lease: up to `places` runs ready within `leaseAheadMs`, and at most one ready
+   * now (`max_ready` is at least 1; a ready one waits for a slot as a prefetched run would).
+   */
+  private async leaseHoldsOnce(places: number): Promise<void> {
+    this.holdsAsked += places;
+    this.holdLeaseCount++;
+    try {
+      const answer = await this.requestLease({ max: places + 1, max_ready: 1, ahead_ms: this.leaseAheadMs });
+      if (answer === undefined) return;
+      let held = 0;
+      for (const run of answer.runs) if (this.accept(run)) held++;
+      this.takingHolds = held >= places;
+      if (!this.takingHolds) this.holdsResumeAtMs = this.clock.nowMs() + this.holdLingerMs;
+      if (answer.runs.length > 0) await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      this.holdsAsked -= places;
+      this.holdLeaseCount--;
+    }
+  }
+
+  /** A lease request; undefined when it failed (backing off) or the worker is stopping. */
+  private async requestLease(ask: { max: number; max_ready?: number; ahead_ms?: number }): Promise<{ runs: LeasedRun[] } | undefined> {
+    try {
+      const answer = await this.client.leaseRuns({
+        pool: this.options.pool,
+        ...ask,
+        wait_s: this.waitS,
+        worker_id: this.workerId,
+        ...(this.options.leaseS === undefined ? {} : { lease_s: this.options.leaseS }),
+      }, { signal: this.leaseController.signal });
+      this.consecutiveErrors = 0;
+      return answer;
     } catch (error) {
-      if (this.state !== 'running') return;
+      if (this.state !== 'running') return undefined;
       this.consecutiveErrors += 1;
       const retryAfterS = error instanceof TicklerApiError ? error.retryAfterS : undefined;
       const delayMs = leaseErrorBackoffMs(this.consecutiveErrors, this.random, retryAfterS, connectionRefused(error));
       this.backoffEndMs = Math.max(this.backoffEndMs, this.clock.nowMs() + delayMs);
       this.logger.warn({ workerId: this.workerId, consecutiveErrors: this.consecutiveErrors, delayMs: Math.round(delayMs),
         error: describe(error) }, 'lease request failed; backing off');
-    } finally {
-      this.slotsAsked -= max;
-      this.holdsAsked -= holdPlaces;
+      return undefined;
     }
   }
 

@@ -257,6 +257,26 @@ describe('workers: long-poll', () => {
     assert.equal(leased.lease_expires_at, new Date(readyAtMs + 60_000).toISOString());
   });
 
+  it('serves a waiter leasing ahead when a waiter parked before it, leasing only ready runs, finds nothing', async () => {
+    const runId = await failedOnce(h, 'behind');
+    const readyAtMs = Date.parse((await h.call('GET', `/v1/runs/${runId}`)).json.ready_at);
+    // A worker's slot lease (ready runs only) parks first, its hold lease (ahead_ms) behind it.
+    const readyOnly = h.call('POST', '/v1/workers/lease', { body: { pool: 'behind', wait_s: 30 } });
+    await waitFor(() => parkedWaiters(h) === 1);
+    const ahead = h.call('POST', '/v1/workers/lease', { body: { pool: 'behind', wait_s: 30, ahead_ms: 1_000 } });
+    await waitFor(() => parkedWaiters(h) === 2);
+    await h.clock.advance(readyAtMs - 1_000 - h.clock.nowMs());
+    const answer = await ahead;
+    assert.deepEqual(answer.json.runs.map((run: { run_id: string }) => run.run_id), [runId],
+      'the first waiter\'s empty answer says nothing of runs within 1,000 ms');
+    assert.equal(parkedWaiters(h), 1, 'the ready-only waiter still parked');
+    await h.clock.advance(1_000);
+    assert.equal(parkedWaiters(h), 1, 'the run was leased ahead: nothing for it at the ready time');
+    const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool: 'behind' }) });
+    const triggered = await h.call('POST', `/v1/jobs/${created.json.job_id}/trigger`);
+    assert.deepEqual((await readyOnly).json.runs.map((run: { run_id: string }) => run.run_id), [triggered.json.run_id]);
+  });
+
   it('with max_ready, answers at most that many ready runs and fills the rest of max with runs ready within ahead_ms', async () => {
     const retryId = await failedOnce(h, 'mixed');
     const readyIds: string[] = [];

@@ -493,7 +493,8 @@ test('when the store says near-timer announcements may have been lost, the loade
   try {
     await h.clock.advance(timing.loadRefreshIntervalMs);
     assert.ok(queries.length > 0 && queries[queries.length - 1]!.incremental, 'refreshes read only what the window gained');
-    const atMs = h.clock.nowMs() + 10_000;
+    // Further off than dispatchAheadMs, so the run is written ahead at its own lead once found.
+    const atMs = h.clock.nowMs() + timing.dispatchAheadMs + 10_000;
     const [created] = await h.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), h.clock.nowMs())],
       h.clock.nowMs());
     assert.equal(h.scheduler.status().wheelTimers, 0, 'its announcement was lost');
@@ -502,7 +503,7 @@ test('when the store says near-timer announcements may have been lost, the loade
     await h.clock.advance(1_000);
     const after = queries.slice(before);
     assert.ok(after.length > 0 && after.every((query) => !query.incremental), 'a whole reread, within a second');
-    await h.clock.advance(9_000);
+    await h.clock.advance(atMs - h.clock.nowMs());
     assertWrittenAhead(await h.store.getRun(null, runIdOf(created!.job.jobId, atMs)), atMs, 'found, and fired on time');
   } finally {
     await h.cleanup();

@@ -3,7 +3,9 @@
  * Lease requests long-poll until the test offers runs (or the client hangs up); heartbeat
  * and complete answers are scripted per run, and the batch routes (`/v1/runs:complete`,
  * `/v1/runs:heartbeat`) answer each item with the same script (a `destroy` for any item
- * cuts the whole batch's connection). With `batchRoutes = false` they answer 404, as a
+ * cuts the whole batch's connection). Offered runs go to parked leases in arrival order as the
+ * real server leases them: a run whose `ready_at` is after `nowMs()` only to a lease with
+ * `ahead_ms`, and ready runs up to a lease's `max_ready`. With `batchRoutes = false` they answer 404, as a
  * server without the extension does. Every request is recorded and announced as an
  * event, so tests wait on what happened instead of sleeping.
  */
@@ -48,10 +50,12 @@ export class FakeTicklerServer extends EventEmitter {
   readonly heartbeatBatchSizes: number[] = [];
   /** While set, batch completions are recorded but answered only once it resolves. */
   completeGate: Promise<void> | undefined;
+  /** The time against which an offered run's `ready_at` makes it a run ahead (tests pass their clock's). */
+  nowMs: () => number = Date.now;
   /** Other routes (for client tests): `METHOD /path?query` → answer. */
   readonly routes = new Map<string, ScriptedAnswer>();
   private readonly server: Server;
-  private readonly offered: LeasedRun[] = [];
+  private offered: LeasedRun[] = [];
   private readonly pendingLeases: PendingLease[] = [];
   url = '';
 
@@ -163,11 +167,31 @@ export class FakeTicklerServer extends EventEmitter {
   }
 
   private answerPendingLeases(): void {
-    while (this.offered.length > 0 && this.pendingLeases.length > 0) {
-      const pending = this.pendingLeases.shift()!;
-      const runs = this.offered.splice(0, pending.request.max);
+    for (const pending of [...this.pendingLeases]) {
+      if (this.offered.length === 0) return;
+      const runs = this.takeFor(pending.request);
+      if (runs.length === 0) continue;
+      this.pendingLeases.splice(this.pendingLeases.indexOf(pending), 1);
       answer(pending.response, { status: 200, body: { runs } });
     }
+  }
+
+  /** The offered runs a lease takes, oldest first: runs ahead only with `ahead_ms`, ready ones up to `max_ready`. */
+  private takeFor(request: LeaseRequest): LeasedRun[] {
+    const nowMs = this.nowMs();
+    const max = request.max;
+    const readyMax = Math.min(request.max_ready ?? max, max);
+    const taken: LeasedRun[] = [];
+    let ready = 0;
+    this.offered = this.offered.filter((run) => {
+      if (taken.length >= max) return true;
+      const ahead = run.ready_at !== undefined && Date.parse(run.ready_at) > nowMs;
+      if (ahead ? request.ahead_ms === undefined : ready >= readyMax) return true;
+      if (!ahead) ready++;
+      taken.push(run);
+      return false;
+    });
+    return taken;
   }
 }
 

@@ -26,6 +26,7 @@ describe('createWorker', () => {
     await server.listen();
     clock = new VirtualClock(startMs);
     logger = new RecordingLogger();
+    server.nowMs = () => clock.nowMs();
     server.heartbeatAnswer = () => ({
       status: 200,
       body: { lease_expires_at: new Date(clock.nowMs() + 3_000).toISOString() },
@@ -351,6 +352,7 @@ describe('createWorker', () => {
   });
 
   test('without leaseAheadMs, a ready time ahead of this clock (skew) does not hold the run', async () => {
+    server.nowMs = () => clock.nowMs() + 150; // the server's clock 150 ms ahead: the run is ready by it
     const { startedAt, completed } = await offerReadyAt(startMs + 150);
     assert.equal(server.leases[0]?.ahead_ms, undefined);
     await completed;
@@ -441,29 +443,55 @@ describe('createWorker', () => {
     assert.throws(() => createWorker({ ...base, leaseAheadMs: 0, holdAheadMax: 10 }), /needs leaseAheadMs/);
   });
 
-  test('with holdAheadMax, leases ask for free slots as ready runs and for hold places as runs ahead; held runs take no slot',
+  test('with holdAheadMax, slot leases ask only for ready runs and hold leases for runs ahead; held runs take no slot',
     async () => {
       const started: [string, number][] = [];
       start((run) => {
         started.push([run.run_id, clock.nowMs()]);
       }, { concurrency: 1, leaseAheadMs: 200, holdAheadMax: 3, longPolls: 1 });
-      await server.next('lease');
-      assert.equal(server.leases[0]?.max, 4);
-      assert.equal(server.leases[0]?.max_ready, 1, 'one free slot');
-      assert.equal(server.leases[0]?.ahead_ms, 200);
+      await server.next('lease', () => server.leases.length === 2);
+      const [hold, slot] = server.leases;
+      assert.deepEqual([hold?.max, hold?.max_ready, hold?.ahead_ms], [4, 1, 200], 'three hold places and at most one ready run');
+      assert.deepEqual([slot?.max, slot?.max_ready, slot?.ahead_ms], [1, undefined, undefined], 'the free slot, ready runs only');
       const held = Array.from({ length: 3 }, () => leasedRun(startMs, { ready_at: new Date(startMs + 150).toISOString() }));
-      const next = server.next('lease');
       server.offer(...held);
-      await next;
-      assert.equal(server.leases[1]?.max, 1, 'the slot is still free; every hold place is taken');
-      assert.equal(server.leases[1]?.max_ready, undefined, 'no hold place to ask for: a plain lease');
+      while (worker?.inFlightCount !== 3) await new Promise((resolve) => setImmediate(resolve));
       await clock.advance(149);
+      assert.equal(server.leases.length, 2, 'every hold place taken: no hold lease; the slot lease still parked');
       assert.equal(started.length, 0, 'held until their ready time');
       const completed = server.next('complete', () => server.completions.length === 3);
       await clock.advance(1);
       await completed;
       assert.deepEqual(started.map(([runId]) => runId), held.map((run) => run.run_id), 'in lease order, one slot');
       assert.ok(started.every(([, atMs]) => atMs === startMs + 150), 'all at their ready time');
+    });
+
+  test('after a hold lease that found fewer runs than it had places for, the next waits 100 ms', async () => {
+    start(() => undefined, { concurrency: 1, leaseAheadMs: 1_000, holdAheadMax: 10, longPolls: 2 });
+    const holdLeases = (): number => server.leases.filter((lease) => lease.ahead_ms !== undefined).length;
+    await server.next('lease', () => holdLeases() === 1);
+    const answered = server.next('lease', () => server.leases.length === 3);
+    server.offer(leasedRun(startMs, { ready_at: new Date(startMs + 900).toISOString() }));
+    while (worker?.inFlightCount !== 1) await new Promise((resolve) => setImmediate(resolve));
+    await clock.advance(99);
+    assert.equal(holdLeases(), 1, 'a short answer: no second hold lease within 100 ms');
+    await clock.advance(1);
+    await answered;
+    assert.equal(holdLeases(), 2);
+    assert.equal(server.leases.at(-1)?.max, 10, 'asks for the nine places left and one ready run');
+  });
+
+  test('while hold leases come back full, two are in flight (longPolls), so the server leases a herd while one is read',
+    async () => {
+      start(() => undefined, { concurrency: 1, leaseAheadMs: 1_000, holdAheadMax: 5_000, longPolls: 2 });
+      const holdLeases = () => server.leases.filter((lease) => lease.ahead_ms !== undefined);
+      await server.next('lease', () => holdLeases().length === 1);
+      assert.equal(holdLeases()[0]?.max, 1_000, 'one hold lease, as large as a lease goes, until one comes back full');
+      const herd = Array.from({ length: 999 }, () => leasedRun(startMs, { ready_at: new Date(startMs + 500).toISOString() }));
+      server.offer(...herd);
+      await server.next('lease', () => holdLeases().length === 3);
+      assert.deepEqual(holdLeases().slice(1).map((lease) => lease.max), [501, 1_000],
+        'two parked at once, the first taking half of what is left to ask for');
     });
 
   test('without holdAheadMax, runs held for their ready time take slot places: no max_ready', async () => {
