@@ -39,6 +39,16 @@ export interface SchedulerServer {
   restart(): Promise<void>;
 }
 
+/** What a workload needs of the workers beyond running its handlers. */
+export interface WorkerStartOptions {
+  /**
+   * A cancel acknowledged before a job's due time must stop it (W5). A system whose workers
+   * take jobs before their time (tickler's `leaseAheadMs`: a run leased ahead is its worker's)
+   * starts its workers without that.
+   */
+  cancelsUntilDue?: boolean;
+}
+
 export interface SystemAdapter {
   readonly name: SystemName;
   /** How the system is configured for low latency, in one line, for the report. */
@@ -48,7 +58,7 @@ export interface SystemAdapter {
   start(): Promise<void>;
   attachInfo(): AttachInfo;
   /** Starts workers with a total concurrency of `workerConcurrency` in this process. */
-  startWorkers(onStart: HandlerStart): Promise<void>;
+  startWorkers(onStart: HandlerStart, options?: WorkerStartOptions): Promise<void>;
   stopWorkers(): Promise<void>;
   /** Creates one job; answers the id `cancel` takes. */
   createOne(job: BenchJob): Promise<string>;

@@ -17,6 +17,7 @@ import { createFreshDatabase, wallClock, type FreshDatabase } from '../services.
 import {
   isPayload, payloadOf, workerConcurrency,
   type AttachInfo, type BenchJob, type HandlerStart, type RecurringPlan, type SchedulerServer, type SystemAdapter,
+  type WorkerStartOptions,
 } from '../types.js';
 
 const pool = 'peers';
@@ -69,7 +70,8 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
       'queue), long-poll wait_s 20 with two requests parked while the pool is drained (the SDK default, longPolls 2), ' +
       `leaseAheadMs ${leaseAheadMs} and holdAheadMax ${holdAheadMax} (runs already written ahead are leased up to that ` +
       'long before they are ready, on hold places of their own beyond the slots and prefetch, and started at their time ' +
-      'from a local timer, as the README advises for a herd), ' +
+      'from a local timer, as the README advises for a herd; not on W5, whose cancels must stop a job until its due time, ' +
+      'while a run leased ahead is its worker\'s), ' +
       'over HTTP; W1 one at a time twice: plain createJob (a POST /v1/jobs each, ' +
       'single_per_s) and with TicklerClient coalesceCreates: true and createJobId (concurrent calls share POST /v1/jobs:batch ' +
       'requests answered with ids, single_coalesced_per_s); batches with answer "id" (each item answers its job_id, not the whole job); W5 cancels through TicklerClient coalesceCancels: true (concurrent cancelJob calls share POST /v1/jobs:cancel requests); W6 jobs with overlap allow and tolerance_s 0' +
@@ -114,7 +116,7 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
     return { baseUrl: this.baseUrl };
   }
 
-  async startWorkers(onStart: HandlerStart): Promise<void> {
+  async startWorkers(onStart: HandlerStart, options: WorkerStartOptions = {}): Promise<void> {
     const note = (level: string) => (details: object, message: string): void => {
       this.problems.count += 1;
       if (this.problems.samples.length < 3) this.problems.samples.push(`${level}: ${message} ${JSON.stringify(details).slice(0, 200)}`);
@@ -125,8 +127,8 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
       pool,
       concurrency: workerConcurrency,
       prefetch: workerConcurrency,
-      leaseAheadMs,
-      holdAheadMax,
+      // W5 cancels up to the due time: a run leased ahead is its worker's (README, "Leasing ahead").
+      ...(options.cancelsUntilDue === true ? {} : { leaseAheadMs, holdAheadMax }),
       logger,
       handler: (run) => {
         const handledAtMs = wallClock.nowMs();

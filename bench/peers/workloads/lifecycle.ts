@@ -130,7 +130,7 @@ export const cancelWorkload: Workload = {
       // Counted before the ledger sees the start, because the ledger's waiters check the count then.
       if (start.index >= 0 && start.index < count && !isCancelled(start.index) && !ledger.wasHandled(start.index)) survivorsHandled += 1;
       ledger.onStart(start);
-    });
+    }, { cancelsUntilDue: true });
     const dueAtMs = wallClock.nowMs() + leadMs;
     const cancels = new CancelQueue();
     let cancelledCount = 0;

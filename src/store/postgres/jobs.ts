@@ -207,6 +207,32 @@ export function changeJob(context: StoreContext, change: JobChange): Promise<Job
 }
 
 /**
+ * The run written ahead that a cancel's `old` CTE names for a job and its `taken` CTE did not
+ * take back. A statement that waited for a job's lock reads the job as it is after the lock
+ * (READ COMMITTED re-reads a locked row) but every other table as of the statement's start: a
+ * run a dispatch wrote ahead while the cancel waited on that dispatch's lock of the job is
+ * named, yet not there to take back (bench:peers W5, seventeenth session: 64 jobs cancelled
+ * before their due time fired). Also a run already due or leased, which stays.
+ */
+function unseenRunAheadOf(jobIdColumn: string): string {
+  return `(SELECT o.old_ahead_run_id FROM old o WHERE o.old_job_id = ${jobIdColumn} AND o.old_ahead_run_id IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM taken WHERE taken.run_id = o.old_ahead_run_id))`;
+}
+
+/**
+ * Takes back, in a statement of their own (its snapshot taken after the cancel committed), the
+ * runs written ahead a cancel's statement named but could not see (`unseenRunAheadOf`). The job
+ * is cancelled by then, so nothing writes or finishes it any more; a worker leasing ahead that
+ * took the run between the two statements keeps it, as one whose lease came before the cancel.
+ */
+async function takeBackUnseenRunsAhead(context: StoreContext, unseen: readonly { jobId: string; runId: string }[],
+  nowMs: number): Promise<void> {
+  for (const { jobId, runId } of unseen) {
+    await query(context, 'takeBackRunAhead', takeBackRunAheadSql, [jobId, runId, nowMs, jobCancelledBeforeDueReason]);
+  }
+}
+
+/**
  * One statement, as `cancelJobsByKeyPrefix`: the jobs are locked (in job_id order, as every
  * statement locking several jobs does: dispatch, leases; so none of them can deadlock),
  * cancelled and their pending timers deleted together, with a run written ahead and not due
@@ -226,9 +252,9 @@ const cancelJobsSql = `WITH old AS (
      DELETE FROM timers t USING old
       WHERE old.old_state <> 'cancelled' AND t.fire_at = old.old_fire_at AND t.timer_id = old.old_timer_id
    ), ${takeBackRunsAheadCtes}
-   SELECT ${jobColumns} FROM cancelled
+   SELECT ${jobColumns}, ${unseenRunAheadOf('cancelled.job_id')} AS unseen_ahead_run_id FROM cancelled
    UNION ALL
-   SELECT ${jobColumns} FROM jobs WHERE job_id IN (SELECT old_job_id FROM old WHERE old_state = 'cancelled')`;
+   SELECT ${jobColumns}, NULL FROM jobs WHERE job_id IN (SELECT old_job_id FROM old WHERE old_state = 'cancelled')`;
 
 export async function cancelJob(context: StoreContext, team: TeamScope, jobId: string, nowMs: number):
   Promise<JobRecord | null> {
@@ -239,20 +265,23 @@ export async function cancelJob(context: StoreContext, team: TeamScope, jobId: s
 export async function cancelJobs(context: StoreContext, team: TeamScope, jobIds: readonly string[], nowMs: number):
   Promise<(JobRecord | null)[]> {
   if (jobIds.length === 0) return [];
-  const result = await query<JobRow>(context, 'cancelJobs', cancelJobsSql,
+  const result = await query<JobRow & { unseen_ahead_run_id: string | null }>(context, 'cancelJobs', cancelJobsSql,
     [[...new Set(jobIds)], team, nowMs, jobCancelledBeforeDueReason]);
   const byId = new Map<string, JobRecord>();
+  const unseen: { jobId: string; runId: string }[] = [];
   for (const row of result.rows) {
     const job = jobFromRow(row);
     byId.set(job.jobId, job);
+    if (row.unseen_ahead_run_id !== null) unseen.push({ jobId: job.jobId, runId: row.unseen_ahead_run_id });
   }
+  await takeBackUnseenRunsAhead(context, unseen, nowMs);
   return jobIds.map((jobId) => byId.get(jobId) ?? null);
 }
 
 /** One statement: the jobs are locked, cancelled and their timers deleted together. */
 export async function cancelJobsByKeyPrefix(context: StoreContext, team: string, prefix: string,
   nowMs: number): Promise<number> {
-  const result = await query<{ count: number }>(context, 'cancelJobsByKeyPrefix',
+  const result = await query<{ count: number; unseen: { job_id: string; run_id: string }[] }>(context, 'cancelJobsByKeyPrefix',
     `WITH old AS (
        SELECT job_id AS old_job_id, state AS old_state, timer_id AS old_timer_id, next_fire_at AS old_fire_at,
               ahead_run_id AS old_ahead_run_id
@@ -266,8 +295,13 @@ export async function cancelJobsByKeyPrefix(context: StoreContext, team: string,
      ), removed AS (
        DELETE FROM timers t USING old WHERE t.fire_at = old.old_fire_at AND t.timer_id = old.old_timer_id
      ), ${takeBackRunsAheadCtes}
-     SELECT count(*)::int AS count FROM old`, [team, prefix, nowMs, jobCancelledBeforeDueReason]);
-  return result.rows[0]?.count ?? 0;
+     SELECT count(*)::int AS count,
+            coalesce(json_agg(json_build_object('job_id', old_job_id, 'run_id', ${unseenRunAheadOf('old.old_job_id')}))
+              FILTER (WHERE ${unseenRunAheadOf('old.old_job_id')} IS NOT NULL), '[]') AS unseen
+       FROM old`, [team, prefix, nowMs, jobCancelledBeforeDueReason]);
+  const row = result.rows[0];
+  await takeBackUnseenRunsAhead(context, (row?.unseen ?? []).map((item) => ({ jobId: item.job_id, runId: item.run_id })), nowMs);
+  return row?.count ?? 0;
 }
 
 /**

@@ -1,0 +1,82 @@
+// A cancel that waits for a job's row lock while a dispatch writes the job's run ahead must
+// take that run back once the dispatch commits (invariant 7: a cancelled job never fires).
+// Under READ COMMITTED a statement that waited for a row lock reads the locked row's new
+// version but every other table as of its start: a one-statement cancel found the job naming
+// its run written ahead, yet not the run, and the run fired at its time (bench:peers W5 on
+// PostgreSQL, seventeenth session: 64 jobs cancelled before their due time fired anyway).
+// Real PostgreSQL; a third connection holds the job's lock so that the dispatch and the cancel
+// queue behind it in that order.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import pg from 'pg';
+import { runIdOf } from '../../src/domain/identity.js';
+import type { JobRecord } from '../../src/domain/types.js';
+import { withDefaultUser } from '../../src/store/postgres/connection.js';
+import type { PostgresStore } from '../../src/store/postgres/index.js';
+import { createJob, dispatchItem, leaseOne, minuteMs, ownShard, pendingTimerOf, t0Ms, timerAt } from './conformance-fixtures.js';
+import { openTestStore, postgresSkipReason, testPgUrl } from './postgres-harness.js';
+
+const skip = await postgresSkipReason();
+const dueMs = t0Ms + minuteMs;
+const aheadMs = dueMs - 10_000;
+
+/** Backends waiting for a lock that `blockerPid` (or a backend it blocks) holds, other than `except`. */
+async function blockedBehind(client: pg.Client, blockerPid: number, except: number[] = []): Promise<number[]> {
+  // Inside a transaction pg_stat_activity is read once and kept: read it afresh each time.
+  await client.query('SELECT pg_stat_clear_snapshot()');
+  const result = await client.query<{ pid: number }>(
+    `SELECT pid FROM pg_stat_activity
+      WHERE pid <> ALL($2::int[]) AND cardinality(pg_blocking_pids(pid)) > 0
+        AND (pg_blocking_pids(pid) && ARRAY[$1::int] OR pg_blocking_pids(pid) && $2::int[])`, [blockerPid, except]);
+  return result.rows.map((row) => row.pid);
+}
+
+async function until<T>(probe: () => Promise<T[]>, count: number): Promise<T[]> {
+  // Polls another process's state (PostgreSQL's lock table), not the passing of time.
+  for (let tries = 0; tries < 2_000; tries++) {
+    const found = await probe();
+    if (found.length >= count) return found;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error(`fewer than ${count} backends ever waited`);
+}
+
+void describe('a cancel racing a dispatch ahead on PostgreSQL', { skip: skip ?? false }, () => {
+  const cancels: [string, (store: PostgresStore, job: JobRecord, nowMs: number) => Promise<unknown>][] = [
+    ['a cancel of jobs by id', (store, job, nowMs) => store.cancelJobs(null, [job.jobId], nowMs)],
+    ['a cancel by key prefix', (store, job, nowMs) => store.cancelJobsByKeyPrefix(job.team, 'cart/', nowMs)],
+  ];
+  for (const [name, cancel] of cancels) {
+    void it(`${name} takes back the run the dispatch wrote while the cancel waited for the job's lock`, async () => {
+      const handle = await openTestStore();
+      const locker = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
+      await locker.connect();
+      try {
+        const { store, schema } = handle;
+        const job = await createJob(store, { timer: timerAt(dueMs), spec: { key: 'cart/1' } });
+        const timer = (await pendingTimerOf(store, job))!;
+        const shard = await ownShard(store, job.shard, aheadMs - 1);
+        const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+        await locker.query('BEGIN');
+        await locker.query(`SELECT 1 FROM "${schema}".jobs WHERE job_id = $1 FOR UPDATE`, [job.jobId]);
+
+        const dispatching = store.dispatch([{ ...dispatchItem(shard, timer), stage: 'ahead' }], aheadMs);
+        const [dispatcherPid] = await until(() => blockedBehind(locker, lockerPid), 1);
+        const cancelling = cancel(store, job, aheadMs + 1);
+        await until(() => blockedBehind(locker, lockerPid, [dispatcherPid!]), 1);
+        await locker.query('COMMIT');
+
+        const [dispatched] = await dispatching;
+        assert.equal(dispatched?.kind === 'dispatched' && dispatched.runs.length, 1, 'the dispatch got the lock first and wrote the run');
+        await cancelling;
+        assert.equal((await store.getJob(null, job.jobId))?.state, 'cancelled');
+        const run = await store.getRun(null, runIdOf(job.jobId, timer.scheduledAtMs));
+        assert.equal(run?.status, 'cancelled', 'the run written while the cancel waited is taken back');
+        assert.equal(await leaseOne(store, dueMs, { pool: job.spec.pool }), undefined, 'nothing to lease at its time');
+      } finally {
+        await locker.end();
+        await handle.cleanup();
+      }
+    });
+  }
+});
