@@ -207,21 +207,21 @@ export function changeJob(context: StoreContext, change: JobChange): Promise<Job
 }
 
 /**
- * The run written ahead that a cancel's `old` CTE names for a job and its `taken` CTE did not
- * take back. A statement that waited for a job's lock reads the job as it is after the lock
- * (READ COMMITTED re-reads a locked row) but every other table as of the statement's start: a
- * run a dispatch wrote ahead while the cancel waited on that dispatch's lock of the job is
- * named, yet not there to take back (bench:peers W5, seventeenth session: 64 jobs cancelled
- * before their due time fired). Also a run already due or leased, which stays.
+ * The runs written ahead that a cancel's `old` CTE names and its `taken` CTE did not take back.
+ * A statement that waited for a job's lock reads the job as it is after the lock (READ
+ * COMMITTED re-reads a locked row) but every other table as of the statement's start: a run a
+ * dispatch wrote ahead while the cancel waited on that dispatch's lock of the job is named, yet
+ * not there to take back (bench:peers W5, seventeenth session: 64 jobs cancelled before their
+ * due time fired). Also a run already due or leased, which stays.
  */
-function unseenRunAheadOf(jobIdColumn: string): string {
-  return `(SELECT o.old_ahead_run_id FROM old o WHERE o.old_job_id = ${jobIdColumn} AND o.old_ahead_run_id IS NOT NULL
-             AND NOT EXISTS (SELECT 1 FROM taken WHERE taken.run_id = o.old_ahead_run_id))`;
-}
+const unseenRunsAheadCte = `unseen AS (
+     SELECT o.old_job_id, o.old_ahead_run_id FROM old o
+      WHERE o.old_ahead_run_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM taken WHERE taken.run_id = o.old_ahead_run_id)
+   )`;
 
 /**
  * Takes back, in a statement of their own (its snapshot taken after the cancel committed), the
- * runs written ahead a cancel's statement named but could not see (`unseenRunAheadOf`). The job
+ * runs written ahead a cancel's statement named but could not see (`unseenRunsAheadCte`). The job
  * is cancelled by then, so nothing writes or finishes it any more; a worker leasing ahead that
  * took the run between the two statements keeps it, as one whose lease came before the cancel.
  */
@@ -251,8 +251,9 @@ const cancelJobsSql = `WITH old AS (
    ), removed AS (
      DELETE FROM timers t USING old
       WHERE old.old_state <> 'cancelled' AND t.fire_at = old.old_fire_at AND t.timer_id = old.old_timer_id
-   ), ${takeBackRunsAheadCtes}
-   SELECT ${jobColumns}, ${unseenRunAheadOf('cancelled.job_id')} AS unseen_ahead_run_id FROM cancelled
+   ), ${takeBackRunsAheadCtes}, ${unseenRunsAheadCte}
+   SELECT ${jobColumns}, (SELECT old_ahead_run_id FROM unseen WHERE old_job_id = cancelled.job_id) AS unseen_ahead_run_id
+     FROM cancelled
    UNION ALL
    SELECT ${jobColumns}, NULL FROM jobs WHERE job_id IN (SELECT old_job_id FROM old WHERE old_state = 'cancelled')`;
 
@@ -294,11 +295,10 @@ export async function cancelJobsByKeyPrefix(context: StoreContext, team: string,
          FROM old WHERE j.job_id = old.old_job_id
      ), removed AS (
        DELETE FROM timers t USING old WHERE t.fire_at = old.old_fire_at AND t.timer_id = old.old_timer_id
-     ), ${takeBackRunsAheadCtes}
-     SELECT count(*)::int AS count,
-            coalesce(json_agg(json_build_object('job_id', old_job_id, 'run_id', ${unseenRunAheadOf('old.old_job_id')}))
-              FILTER (WHERE ${unseenRunAheadOf('old.old_job_id')} IS NOT NULL), '[]') AS unseen
-       FROM old`, [team, prefix, nowMs, jobCancelledBeforeDueReason]);
+     ), ${takeBackRunsAheadCtes}, ${unseenRunsAheadCte}
+     SELECT (SELECT count(*)::int FROM old) AS count,
+            (SELECT coalesce(json_agg(json_build_object('job_id', old_job_id, 'run_id', old_ahead_run_id)), '[]') FROM unseen)
+              AS unseen`, [team, prefix, nowMs, jobCancelledBeforeDueReason]);
   const row = result.rows[0];
   await takeBackUnseenRunsAhead(context, (row?.unseen ?? []).map((item) => ({ jobId: item.job_id, runId: item.run_id })), nowMs);
   return row?.count ?? 0;
