@@ -13,7 +13,8 @@
  * waiter it serves is answered when the dispatch commits, with no transaction of its own.
  *
  * Wake-ups are coalesced: a pool is drained by one loop at a time, which serves waiters in
- * arrival order and stops at the first short answer (the pool is empty for that team);
+ * arrival order and passes over a team's waiters once one comes back short (the pool is empty
+ * for that team, as far ahead as that waiter asked: one asking further ahead is still served);
  * wake-ups arriving meanwhile only mark the loop to go round once more.
  *
  * A request that finds no one parked for its pool leases straight from the store and parks
