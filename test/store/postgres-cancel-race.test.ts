@@ -4,8 +4,9 @@
 // version but every other table as of its start: a one-statement cancel found the job naming
 // its run written ahead, yet not the run, and the run fired at its time (bench:peers W5 on
 // PostgreSQL, seventeenth session: 64 jobs cancelled before their due time fired anyway).
-// Real PostgreSQL; a third connection holds the job's lock so that the dispatch and the cancel
-// queue behind it in that order.
+// The same holds for the next timer a dispatch of a recurring job writes while the cancel
+// waits: the cancel must delete it. Real PostgreSQL; a third connection holds the job's lock
+// so that the dispatch and the cancel queue behind it in that order.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import pg from 'pg';
@@ -41,7 +42,7 @@ async function until<T>(probe: () => Promise<T[]>, count: number): Promise<T[]> 
   throw new Error(`fewer than ${count} backends ever waited`);
 }
 
-void describe('a cancel racing a dispatch ahead on PostgreSQL', { skip: skip ?? false }, () => {
+void describe('a cancel racing a dispatch on PostgreSQL', { skip: skip ?? false }, () => {
   const cancels: [string, (store: PostgresStore, job: JobRecord, nowMs: number) => Promise<unknown>][] = [
     ['a cancel of jobs by id', (store, job, nowMs) => store.cancelJobs(null, [job.jobId], nowMs)],
     ['a cancel by key prefix', (store, job, nowMs) => store.cancelJobsByKeyPrefix(job.team, 'cart/', nowMs)],
@@ -73,6 +74,39 @@ void describe('a cancel racing a dispatch ahead on PostgreSQL', { skip: skip ?? 
         const run = await store.getRun(null, runIdOf(job.jobId, timer.scheduledAtMs));
         assert.equal(run?.status, 'cancelled', 'the run written while the cancel waited is taken back');
         assert.equal(await leaseOne(store, dueMs, { pool: job.spec.pool }), undefined, 'nothing to lease at its time');
+      } finally {
+        await locker.end();
+        await handle.cleanup();
+      }
+    });
+
+    // The same trap with a recurring job: the dispatch consumed the timer and wrote the next
+    // one, which the cancel found named on the job but could not see in timers to delete. The
+    // timer outlived its cancelled job (loaded by every wheel, its day's partition never dropped).
+    void it(`${name} deletes the next timer the dispatch wrote while the cancel waited for the job's lock`, async () => {
+      const handle = await openTestStore();
+      const locker = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
+      await locker.connect();
+      try {
+        const { store, schema } = handle;
+        const job = await createJob(store, { timer: timerAt(dueMs), spec: { key: 'cart/1' } });
+        const timer = (await pendingTimerOf(store, job))!;
+        const shard = await ownShard(store, job.shard, dueMs);
+        const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+        await locker.query('BEGIN');
+        await locker.query(`SELECT 1 FROM "${schema}".jobs WHERE job_id = $1 FOR UPDATE`, [job.jobId]);
+
+        const dispatching = store.dispatch([dispatchItem(shard, timer, { nextTimer: timerAt(dueMs + minuteMs) })], dueMs);
+        const [dispatcherPid] = await until(() => blockedBehind(locker, lockerPid), 1);
+        const cancelling = cancel(store, job, dueMs + 1);
+        await until(() => blockedBehind(locker, lockerPid, [dispatcherPid!]), 1);
+        await locker.query('COMMIT');
+
+        const [dispatched] = await dispatching;
+        assert.ok(dispatched?.kind === 'dispatched' && dispatched.nextTimerId !== null, 'the dispatch got the lock first and wrote the next timer');
+        await cancelling;
+        assert.equal((await store.getJob(null, job.jobId))?.state, 'cancelled');
+        assert.equal(await pendingTimerOf(store, job), undefined, 'the timer written while the cancel waited is deleted');
       } finally {
         await locker.end();
         await handle.cleanup();

@@ -23,7 +23,9 @@ import { decodeCursor, encodeCursor } from '../cursor.js';
 import {
   jobColumns, jobFromRow, jsonParam, runColumns, runFromRow, type JobRow, type RunRow,
 } from './rows.js';
-import { appendEvents, collectNearTimer, deleteTimers, insertRuns, insertTimers, newTimerId } from './writes.js';
+import {
+  appendEvents, collectNearTimer, deleteTimers, deleteTimersParameters, deleteTimersSql, insertRuns, insertTimers, newTimerId,
+} from './writes.js';
 
 export async function getJob(context: StoreContext, team: TeamScope, jobId: string): Promise<JobRecord | null> {
   const result = await query<JobRow>(context, 'getJob',
@@ -233,6 +235,33 @@ async function takeBackUnseenRunsAhead(context: StoreContext, unseen: readonly {
 }
 
 /**
+ * The pending timers a cancel's `old` CTE names and its `removed` CTE did not delete: the same
+ * trap as `unseenRunsAheadCte`. A dispatch that fired a recurring job while the cancel waited
+ * on its lock consumed the timer the cancel's snapshot saw and wrote the next one, which the
+ * job names after the lock but the cancel's DELETE cannot see: the timer outlived its
+ * cancelled job (found by a test racing the two, after the run ahead's fix). A repair or a
+ * change that wrote a new timer meanwhile leaves one the same way.
+ */
+const unseenTimersCte = `unseen_timers AS (
+     SELECT o.old_job_id, o.old_timer_id, o.old_fire_at FROM old o
+      WHERE o.old_state <> 'cancelled' AND o.old_timer_id IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM removed WHERE removed.timer_id = o.old_timer_id)
+   )`;
+
+/**
+ * Deletes, in a statement of its own (its snapshot taken after the cancel committed), the
+ * timers a cancel's statement named but could not see (`unseenTimersCte`). The jobs no longer
+ * name them, so nothing else deletes them; nothing fires them either (a dispatch finds the
+ * timer gone from its job), but every wheel would load them and their day's partition would
+ * never be dropped.
+ */
+async function deleteUnseenTimers(context: StoreContext, unseen: readonly { timerId: string; fireAtMs: number }[]):
+  Promise<void> {
+  if (unseen.length === 0) return;
+  await query(context, 'deleteTimers', deleteTimersSql, deleteTimersParameters(unseen));
+}
+
+/**
  * One statement, as `cancelJobsByKeyPrefix`: the jobs are locked (in job_id order, as every
  * statement locking several jobs does: dispatch, leases; so none of them can deadlock),
  * cancelled and their pending timers deleted together, with a run written ahead and not due
@@ -251,11 +280,13 @@ const cancelJobsSql = `WITH old AS (
    ), removed AS (
      DELETE FROM timers t USING old
       WHERE old.old_state <> 'cancelled' AND t.fire_at = old.old_fire_at AND t.timer_id = old.old_timer_id
-   ), ${takeBackRunsAheadCtes}, ${unseenRunsAheadCte}
-   SELECT ${jobColumns}, (SELECT old_ahead_run_id FROM unseen WHERE old_job_id = cancelled.job_id) AS unseen_ahead_run_id
-     FROM cancelled
+     RETURNING t.timer_id
+   ), ${takeBackRunsAheadCtes}, ${unseenRunsAheadCte}, ${unseenTimersCte}
+   SELECT ${jobColumns}, (SELECT old_ahead_run_id FROM unseen WHERE old_job_id = cancelled.job_id) AS unseen_ahead_run_id,
+          u.old_timer_id AS unseen_timer_id, u.old_fire_at AS unseen_fire_at
+     FROM cancelled LEFT JOIN unseen_timers u ON u.old_job_id = cancelled.job_id
    UNION ALL
-   SELECT ${jobColumns}, NULL FROM jobs WHERE job_id IN (SELECT old_job_id FROM old WHERE old_state = 'cancelled')`;
+   SELECT ${jobColumns}, NULL, NULL, NULL FROM jobs WHERE job_id IN (SELECT old_job_id FROM old WHERE old_state = 'cancelled')`;
 
 export async function cancelJob(context: StoreContext, team: TeamScope, jobId: string, nowMs: number):
   Promise<JobRecord | null> {
@@ -266,23 +297,31 @@ export async function cancelJob(context: StoreContext, team: TeamScope, jobId: s
 export async function cancelJobs(context: StoreContext, team: TeamScope, jobIds: readonly string[], nowMs: number):
   Promise<(JobRecord | null)[]> {
   if (jobIds.length === 0) return [];
-  const result = await query<JobRow & { unseen_ahead_run_id: string | null }>(context, 'cancelJobs', cancelJobsSql,
-    [[...new Set(jobIds)], team, nowMs, jobCancelledBeforeDueReason]);
+  const result = await query<JobRow & {
+    unseen_ahead_run_id: string | null; unseen_timer_id: string | null; unseen_fire_at: number | null;
+  }>(context, 'cancelJobs', cancelJobsSql, [[...new Set(jobIds)], team, nowMs, jobCancelledBeforeDueReason]);
   const byId = new Map<string, JobRecord>();
   const unseen: { jobId: string; runId: string }[] = [];
+  const unseenTimers: { timerId: string; fireAtMs: number }[] = [];
   for (const row of result.rows) {
     const job = jobFromRow(row);
     byId.set(job.jobId, job);
     if (row.unseen_ahead_run_id !== null) unseen.push({ jobId: job.jobId, runId: row.unseen_ahead_run_id });
+    if (row.unseen_timer_id !== null && row.unseen_fire_at !== null) {
+      unseenTimers.push({ timerId: row.unseen_timer_id, fireAtMs: row.unseen_fire_at });
+    }
   }
   await takeBackUnseenRunsAhead(context, unseen, nowMs);
+  await deleteUnseenTimers(context, unseenTimers);
   return jobIds.map((jobId) => byId.get(jobId) ?? null);
 }
 
 /** One statement: the jobs are locked, cancelled and their timers deleted together. */
 export async function cancelJobsByKeyPrefix(context: StoreContext, team: string, prefix: string,
   nowMs: number): Promise<number> {
-  const result = await query<{ count: number; unseen: { job_id: string; run_id: string }[] }>(context, 'cancelJobsByKeyPrefix',
+  const result = await query<{
+    count: number; unseen: { job_id: string; run_id: string }[]; unseen_timers: { timer_id: string; fire_at: number }[];
+  }>(context, 'cancelJobsByKeyPrefix',
     `WITH old AS (
        SELECT job_id AS old_job_id, state AS old_state, timer_id AS old_timer_id, next_fire_at AS old_fire_at,
               ahead_run_id AS old_ahead_run_id
@@ -295,12 +334,16 @@ export async function cancelJobsByKeyPrefix(context: StoreContext, team: string,
          FROM old WHERE j.job_id = old.old_job_id
      ), removed AS (
        DELETE FROM timers t USING old WHERE t.fire_at = old.old_fire_at AND t.timer_id = old.old_timer_id
-     ), ${takeBackRunsAheadCtes}, ${unseenRunsAheadCte}
+       RETURNING t.timer_id
+     ), ${takeBackRunsAheadCtes}, ${unseenRunsAheadCte}, ${unseenTimersCte}
      SELECT (SELECT count(*)::int FROM old) AS count,
             (SELECT coalesce(json_agg(json_build_object('job_id', old_job_id, 'run_id', old_ahead_run_id)), '[]') FROM unseen)
-              AS unseen`, [team, prefix, nowMs, jobCancelledBeforeDueReason]);
+              AS unseen,
+            (SELECT coalesce(json_agg(json_build_object('timer_id', old_timer_id, 'fire_at', old_fire_at)), '[]') FROM unseen_timers)
+              AS unseen_timers`, [team, prefix, nowMs, jobCancelledBeforeDueReason]);
   const row = result.rows[0];
   await takeBackUnseenRunsAhead(context, (row?.unseen ?? []).map((item) => ({ jobId: item.job_id, runId: item.run_id })), nowMs);
+  await deleteUnseenTimers(context, (row?.unseen_timers ?? []).map((item) => ({ timerId: item.timer_id, fireAtMs: item.fire_at })));
   return row?.count ?? 0;
 }
 

@@ -45,13 +45,18 @@ export async function insertTimers(transaction: Transaction, timers: readonly Ne
  * scan of every partition (EXPLAIN with plan_cache_mode = force_generic_plan), and with it
  * a 50-timer dispatch cost three times the database CPU.
  */
+export const deleteTimersSql = `DELETE FROM timers t USING unnest($1::bigint[], $2::text[]) AS d(fire_at, timer_id)
+      WHERE t.fire_at = d.fire_at AND t.timer_id = d.timer_id`;
+
+/** `deleteTimersSql`'s parameters. */
+export function deleteTimersParameters(timers: readonly { timerId: string; fireAtMs: number }[]): unknown[] {
+  return [numberArray(timers.map((timer) => timer.fireAtMs)), textArray(timers.map((timer) => timer.timerId))];
+}
+
 export async function deleteTimers(transaction: Transaction,
   timers: readonly { timerId: string; fireAtMs: number }[]): Promise<void> {
   if (timers.length === 0) return;
-  await transaction.query(
-    `DELETE FROM timers t USING unnest($1::bigint[], $2::text[]) AS d(fire_at, timer_id)
-      WHERE t.fire_at = d.fire_at AND t.timer_id = d.timer_id`,
-    [numberArray(timers.map((timer) => timer.fireAtMs)), textArray(timers.map((timer) => timer.timerId))]);
+  await transaction.query(deleteTimersSql, deleteTimersParameters(timers));
 }
 
 /** Collects a written timer for onNearTimers when it falls inside the near horizon. */
