@@ -113,4 +113,34 @@ void describe('a cancel racing a dispatch on PostgreSQL', { skip: skip ?? false 
       }
     });
   }
+
+  // A cancel of a job already cancelled answers the job as it is; one that waited for the
+  // lock of the cancel before it answered the job as of its own start: active, at the old
+  // version, to a caller whose job was cancelled.
+  void it('a cancel that waited for the lock of another cancel of the job answers the job cancelled', async () => {
+    const handle = await openTestStore();
+    const locker = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
+    await locker.connect();
+    try {
+      const { store, schema } = handle;
+      const job = await createJob(store, { timer: timerAt(dueMs) });
+      const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      await locker.query('BEGIN');
+      await locker.query(`SELECT 1 FROM "${schema}".jobs WHERE job_id = $1 FOR UPDATE`, [job.jobId]);
+
+      const first = store.cancelJobs(null, [job.jobId], aheadMs);
+      const [firstPid] = await until(() => blockedBehind(locker, lockerPid), 1);
+      const second = store.cancelJobs(null, [job.jobId], aheadMs + 1);
+      await until(() => blockedBehind(locker, lockerPid, [firstPid!]), 1);
+      await locker.query('COMMIT');
+
+      const [cancelled] = await first;
+      assert.equal(cancelled?.state, 'cancelled');
+      const [again] = await second;
+      assert.deepEqual(again, cancelled, 'the second cancel answers the job the first one cancelled');
+    } finally {
+      await locker.end();
+      await handle.cleanup();
+    }
+  });
 });

@@ -265,12 +265,15 @@ async function deleteUnseenTimers(context: StoreContext, unseen: readonly { time
  * One statement, as `cancelJobsByKeyPrefix`: the jobs are locked (in job_id order, as every
  * statement locking several jobs does: dispatch, leases; so none of them can deadlock),
  * cancelled and their pending timers deleted together, with a run written ahead and not due
- * yet; an already cancelled job is answered as it is. A single cancel is this with one id. It was a transaction of five round trips (BEGIN,
- * lock, delete, update, COMMIT): one at a time from 64 callers, 1,510 cancels/s (bench:peers W5).
+ * yet; an already cancelled job is answered as it is, from the row its lock read
+ * (`old_cancelled_job`): read from jobs, it was the row as of the statement's start, still
+ * active when this cancel had waited for another cancel's lock. A single cancel is this with
+ * one id. It was a transaction of five round trips (BEGIN, lock, delete, update, COMMIT): one
+ * at a time from 64 callers, 1,510 cancels/s (bench:peers W5).
  */
 const cancelJobsSql = `WITH old AS (
      SELECT job_id AS old_job_id, state AS old_state, timer_id AS old_timer_id, next_fire_at AS old_fire_at,
-            ahead_run_id AS old_ahead_run_id
+            ahead_run_id AS old_ahead_run_id, CASE WHEN state = 'cancelled' THEN jobs END AS old_cancelled_job
        FROM jobs WHERE job_id = ANY($1::text[]) AND ($2::text IS NULL OR team = $2) ORDER BY job_id FOR UPDATE
    ), cancelled AS (
      UPDATE jobs SET state = 'cancelled', timer_id = NULL, next_fire_at = NULL, next_scheduled_at = NULL,
@@ -286,7 +289,7 @@ const cancelJobsSql = `WITH old AS (
           u.old_timer_id AS unseen_timer_id, u.old_fire_at AS unseen_fire_at
      FROM cancelled LEFT JOIN unseen_timers u ON u.old_job_id = cancelled.job_id
    UNION ALL
-   SELECT ${jobColumns}, NULL, NULL, NULL FROM jobs WHERE job_id IN (SELECT old_job_id FROM old WHERE old_state = 'cancelled')`;
+   SELECT ${jobColumns}, NULL, NULL, NULL FROM (SELECT (old_cancelled_job).* FROM old WHERE old_state = 'cancelled') AS j`;
 
 export async function cancelJob(context: StoreContext, team: TeamScope, jobId: string, nowMs: number):
   Promise<JobRecord | null> {
