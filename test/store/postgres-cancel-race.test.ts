@@ -15,32 +15,11 @@ import type { JobRecord } from '../../src/domain/types.js';
 import { withDefaultUser } from '../../src/store/postgres/connection.js';
 import type { PostgresStore } from '../../src/store/postgres/index.js';
 import { createJob, dispatchItem, leaseOne, minuteMs, ownShard, pendingTimerOf, t0Ms, timerAt } from './conformance-fixtures.js';
-import { openTestStore, postgresSkipReason, testPgUrl } from './postgres-harness.js';
+import { blockedBehind, openTestStore, postgresSkipReason, testPgUrl, until } from './postgres-harness.js';
 
 const skip = await postgresSkipReason();
 const dueMs = t0Ms + minuteMs;
 const aheadMs = dueMs - 10_000;
-
-/** Backends waiting for a lock that `blockerPid` (or a backend it blocks) holds, other than `except`. */
-async function blockedBehind(client: pg.Client, blockerPid: number, except: number[] = []): Promise<number[]> {
-  // Inside a transaction pg_stat_activity is read once and kept: read it afresh each time.
-  await client.query('SELECT pg_stat_clear_snapshot()');
-  const result = await client.query<{ pid: number }>(
-    `SELECT pid FROM pg_stat_activity
-      WHERE pid <> ALL($2::int[]) AND cardinality(pg_blocking_pids(pid)) > 0
-        AND (pg_blocking_pids(pid) && ARRAY[$1::int] OR pg_blocking_pids(pid) && $2::int[])`, [blockerPid, except]);
-  return result.rows.map((row) => row.pid);
-}
-
-async function until<T>(probe: () => Promise<T[]>, count: number): Promise<T[]> {
-  // Polls another process's state (PostgreSQL's lock table), not the passing of time.
-  for (let tries = 0; tries < 2_000; tries++) {
-    const found = await probe();
-    if (found.length >= count) return found;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  throw new Error(`fewer than ${count} backends ever waited`);
-}
 
 void describe('a cancel racing a dispatch on PostgreSQL', { skip: skip ?? false }, () => {
   const cancels: [string, (store: PostgresStore, job: JobRecord, nowMs: number) => Promise<unknown>][] = [

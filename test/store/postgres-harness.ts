@@ -47,6 +47,30 @@ export async function dropSchema(schema: string): Promise<void> {
   }
 }
 
+// The racing tests queue their contenders behind a third connection's row lock, in a known
+// order, by watching PostgreSQL's lock table.
+
+/** Backends waiting for a lock that `blockerPid` (or a backend it blocks) holds, other than `except`. */
+export async function blockedBehind(client: pg.Client, blockerPid: number, except: number[] = []): Promise<number[]> {
+  // Inside a transaction pg_stat_activity is read once and kept: read it afresh each time.
+  await client.query('SELECT pg_stat_clear_snapshot()');
+  const result = await client.query<{ pid: number }>(
+    `SELECT pid FROM pg_stat_activity
+      WHERE pid <> ALL($2::int[]) AND cardinality(pg_blocking_pids(pid)) > 0
+        AND (pg_blocking_pids(pid) && ARRAY[$1::int] OR pg_blocking_pids(pid) && $2::int[])`, [blockerPid, except]);
+  return result.rows.map((row) => row.pid);
+}
+
+export async function until<T>(probe: () => Promise<T[]>, count: number): Promise<T[]> {
+  // Polls another process's state (PostgreSQL's lock table), not the passing of time.
+  for (let tries = 0; tries < 2_000; tries++) {
+    const found = await probe();
+    if (found.length >= count) return found;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error(`fewer than ${count} backends ever waited`);
+}
+
 export interface PostgresHandle extends StoreHandle {
   store: PostgresStore;
   schema: string;

@@ -336,14 +336,37 @@ function cancelRuns(plan: DispatchPlan, runIds: readonly string[], active: Activ
   }
 }
 
-/** The runs row first, then its queue row, as every writer of a run does (worker-runs.ts). */
+/**
+ * The runs row first, then its queue row, as every writer of a run does (worker-runs.ts).
+ * The runs were read, not locked (`readRuns`), so each is locked here (in run_id order) and
+ * answered with the status its lock found: a completion that held the lock may have ended it
+ * meanwhile (it is then not cancelled), a lease may have started it.
+ */
 const cancelRunsSql = prepared(
-  `WITH cancelled AS (
-     UPDATE runs SET status = 'cancelled', finished_at = $2, ready_at = NULL, lease_expires_at = NULL
-      WHERE run_id = ANY($1::text[]) AND status IN ('ready', 'running', 'retry_wait')
-     RETURNING run_id, job_id
+  `WITH found AS (
+     SELECT run_id, status FROM runs WHERE run_id = ANY($1::text[]) AND status IN ('ready', 'running', 'retry_wait')
+      ORDER BY run_id FOR UPDATE
+   ), cancelled AS (
+     UPDATE runs r SET status = 'cancelled', finished_at = $2, ready_at = NULL, lease_expires_at = NULL
+       FROM found WHERE r.run_id = found.run_id
+     RETURNING r.run_id, r.job_id, found.status AS from_status
+   ), dequeued AS (
+     DELETE FROM active_runs q USING cancelled WHERE q.job_id = cancelled.job_id AND q.run_id = cancelled.run_id
    )
-   DELETE FROM active_runs q USING cancelled WHERE q.job_id = cancelled.job_id AND q.run_id = cancelled.run_id`);
+   SELECT run_id, from_status FROM cancelled`);
+
+/**
+ * The `cancelled` events of the runs `cancelRunsSql` cancelled say the status it found; a run
+ * it did not cancel (ended by a completion whose lock it waited for) gets none: the event was
+ * planned from the read before the wait, and the ledger said the run was cancelled after its
+ * success (test/store/postgres-replace-race.test.ts).
+ */
+function recordCancelsFound(plan: DispatchPlan, fromStatusByRun: ReadonlyMap<string, RunStatus>): void {
+  const replaced = (event: NewRunEvent): boolean => event.type === 'cancelled' && plan.cancelRunIds.has(event.runId);
+  const kept = plan.events.filter((event) => !replaced(event) || fromStatusByRun.has(event.runId));
+  for (const event of kept) if (replaced(event)) event.fromStatus = fromStatusByRun.get(event.runId)!;
+  plan.events.splice(0, plan.events.length, ...kept);
+}
 
 const updateJobsSql = prepared(
   `UPDATE jobs j SET timer_id = u.timer_id, next_fire_at = u.next_fire_at, next_scheduled_at = u.next_scheduled_at,
@@ -355,7 +378,9 @@ const updateJobsSql = prepared(
 
 async function writePlan(tx: Transaction, plan: DispatchPlan, changedJobs: LockedJob[]): Promise<void> {
   if (plan.cancelRunIds.size > 0) {
-    await tx.query(cancelRunsSql, [textArray([...plan.cancelRunIds]), plan.nowMs]);
+    const cancelled = await tx.query<{ run_id: string; from_status: RunStatus }>(cancelRunsSql,
+      [textArray([...plan.cancelRunIds]), plan.nowMs]);
+    recordCancelsFound(plan, new Map(cancelled.rows.map((row) => [row.run_id, row.from_status])));
   }
   await insertRuns(tx, [...plan.newRuns.values()].map((entry) => entry.run));
   await appendEvents(tx, plan.events);
