@@ -273,6 +273,25 @@ function runOverlapTests(open: OpenStore): void {
       const events = (await store.getRun(null, held.runId))!.events.map((event) => event.type);
       assert.deepEqual(events, ['dispatched', 'released', 'leased']);
     }));
+
+  for (const ending of ['succeeded', 'failed_permanent'] as const) {
+    void it(`a held run is released when the run before it ends (${ending}), though the job's overlap changed meanwhile`, () =>
+      withStore(open, async (store) => {
+        const job = await createJob(store, { spec: { overlap: 'buffer_one' } });
+        const first = await firePending(store, job, t0Ms + minuteMs);
+        const leased = (await leaseOne(store, t0Ms + minuteMs))!;
+        const held = await firePending(store, job, t0Ms + 2 * minuteMs);
+        assert.ok(held.result.kind === 'dispatched' && held.result.runs[0]?.status === 'ready');
+        const current = (await store.getJob(null, job.jobId))!;
+        const changed = await store.changeJob({ team: null, jobId: job.jobId, expectedVersion: current.version,
+          spec: { ...current.spec, overlap: 'allow' }, timer: 'keep', nowMs: t0Ms + 2 * minuteMs });
+        assert.equal(changed.kind, 'changed');
+        const completed = await store.completeRun({ team: null, runId: first.runId, fencingToken: leased.fencingToken,
+          status: ending, error: ending === 'succeeded' ? null : 'x', result: null, nowMs: t0Ms + 3 * minuteMs });
+        assert.equal(completed.kind, 'completed');
+        assert.equal((await leaseOne(store, t0Ms + 3 * minuteMs))?.runId, held.runId, 'the held run is not left waiting forever');
+      }));
+  }
 }
 
 function runRacingTests(open: OpenStore): void {

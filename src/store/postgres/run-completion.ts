@@ -20,7 +20,7 @@ import { numberArray, textArray } from './array-literals.js';
 import { prepared, type Transaction } from './connection.js';
 import { jsonParam, runColumns, runFromRow, type RunRow } from './rows.js';
 import { appendEvents, type NewRunEvent } from './writes.js';
-import { classifyMiss, releaseHeldOf } from './worker-runs.js';
+import { classifyMiss, releaseHeldOf, releasesHeldColumn } from './worker-runs.js';
 
 interface LockedRun {
   run_id: string;
@@ -31,7 +31,7 @@ interface LockedRun {
   attempt_base: number;
   job_id: string;
   retry: RetrySpec;
-  overlap: string;
+  releases_held: boolean;
 }
 
 interface RunChange {
@@ -70,7 +70,7 @@ function planCompletion(run: LockedRun, request: CompleteRequest, random: () => 
 /** `json_to_record` reads both fields from one parse of the spec (each `->` parses it again). */
 const lockRunsSql = prepared(
   `SELECT r.run_id, r.team, r.status, r.fencing_token::text AS fencing_token, r.attempt, r.attempt_base, r.job_id,
-          s.retry, s.overlap
+          s.retry, ${releasesHeldColumn('s.overlap')}
      FROM runs r JOIN jobs j ON j.job_id = r.job_id CROSS JOIN LATERAL json_to_record(j.spec) AS s(retry json, overlap text)
     WHERE r.run_id = ANY($1::text[]) ORDER BY r.run_id FOR UPDATE OF r`);
 
@@ -104,7 +104,7 @@ const completeSucceededSql = (answer: string): string =>
             jobs j CROSS JOIN LATERAL json_to_record(j.spec) AS s(overlap text)
       WHERE r.run_id = c.run_id AND r.status = 'running' AND r.fencing_token::text = c.fencing_token
         AND (c.team IS NULL OR r.team = c.team) AND j.job_id = r.job_id
-     RETURNING ${runColumns}, s.overlap
+     RETURNING ${runColumns}, ${releasesHeldColumn('s.overlap')}
    ), dequeued AS (
      DELETE FROM active_runs q USING done WHERE q.job_id = done.job_id AND q.run_id = done.run_id
    ), events AS (
@@ -114,7 +114,7 @@ const completeSucceededSql = (answer: string): string =>
    SELECT ${answer} FROM done`;
 const completeSucceededWholeSql = prepared(completeSucceededSql('*'));
 /** For a group that wants no run back (`wantRun: false`, the SDK's brief completions). */
-const completeSucceededBrieflySql = prepared(completeSucceededSql('run_id, job_id, overlap'));
+const completeSucceededBrieflySql = prepared(completeSucceededSql('run_id, job_id, releases_held'));
 
 const missedRunsSql = prepared('SELECT run_id, team, status FROM runs WHERE run_id = ANY($1::text[])');
 
@@ -127,9 +127,9 @@ async function completeSucceededWithin(tx: Transaction, requests: readonly Compl
   });
   const tried = [...firstIndexByRun.values()].map((index) => requests[index]!)
     .sort((left, right) => (left.runId < right.runId ? -1 : left.runId > right.runId ? 1 : 0));
-  // A brief group's rows carry only run_id, job_id and overlap: runFromRow is never called on them.
+  // A brief group's rows carry only run_id, job_id and releases_held: runFromRow is never called on them.
   const brief = requests.every((request) => request.wantRun === false);
-  const done = await tx.query<RunRow & { overlap: string }>(brief ? completeSucceededBrieflySql : completeSucceededWholeSql, [
+  const done = await tx.query<RunRow & { releases_held: boolean }>(brief ? completeSucceededBrieflySql : completeSucceededWholeSql, [
     textArray(tried.map((request) => request.runId)),
     textArray(tried.map((request) => request.fencingToken)),
     textArray(tried.map((request) => request.team)),
@@ -145,7 +145,7 @@ async function completeSucceededWithin(tx: Transaction, requests: readonly Compl
       .rows.map((row) => [row.run_id, row]));
   const releaseJobs = requests.filter(isCompleted).map((request) => {
     const row = completed.get(request.runId)!;
-    return { jobId: row.job_id, overlap: row.overlap, nowMs: request.nowMs };
+    return { jobId: row.job_id, releasesHeld: row.releases_held, nowMs: request.nowMs };
   });
   await releaseHeldOfJobs(tx, releaseJobs);
   return requests.map((request, index): CompleteOutcome => {
@@ -156,7 +156,7 @@ async function completeSucceededWithin(tx: Transaction, requests: readonly Compl
   });
 }
 
-async function releaseHeldOfJobs(tx: Transaction, jobs: readonly { jobId: string; overlap: string; nowMs: number }[]):
+async function releaseHeldOfJobs(tx: Transaction, jobs: readonly { jobId: string; releasesHeld: boolean; nowMs: number }[]):
   Promise<void> {
   for (const nowMs of new Set(jobs.map((job) => job.nowMs))) {
     await releaseHeldOf(tx, jobs.filter((job) => job.nowMs === nowMs), nowMs);
@@ -172,7 +172,7 @@ export async function completeRunsWithin(tx: Transaction, requests: readonly Com
   const runs = new Map(locked.rows.map((row) => [row.run_id, row]));
   const changes = new Map<string, RunChange>();
   const events: NewRunEvent[] = [];
-  const releaseJobs: { jobId: string; overlap: string; nowMs: number }[] = [];
+  const releaseJobs: { jobId: string; releasesHeld: boolean; nowMs: number }[] = [];
   const verdicts = requests.map((request): CompleteOutcome | 'completed' => {
     const run = runs.get(request.runId);
     if (run === undefined || (request.team !== null && run.team !== request.team)) return { kind: 'not_found' };
@@ -183,7 +183,7 @@ export async function completeRunsWithin(tx: Transaction, requests: readonly Com
     events.push(event);
     // A second completion of the same attempt in this batch finds it finished: stale.
     run.status = change.status;
-    if (change.status !== 'retry_wait') releaseJobs.push({ jobId: run.job_id, overlap: run.overlap, nowMs: request.nowMs });
+    if (change.status !== 'retry_wait') releaseJobs.push({ jobId: run.job_id, releasesHeld: run.releases_held, nowMs: request.nowMs });
     return 'completed';
   });
   const written = await writeChanges(tx, [...changes.values()]);

@@ -187,9 +187,21 @@ export async function heartbeatRun(context: StoreContext, team: TeamScope, runId
 
 const lockJobsSql = prepared('SELECT 1 FROM jobs WHERE job_id = ANY($1::text[]) ORDER BY job_id FOR UPDATE');
 
-/** Locks the buffer_one jobs (serialising with dispatch, which may be holding a new run) and releases. */
-export async function releaseHeldOf(tx: Transaction, jobs: readonly { jobId: string; overlap: string }[], nowMs: number): Promise<void> {
-  const jobIds = [...new Set(jobs.filter((job) => job.overlap === 'buffer_one').map((job) => job.jobId))].sort();
+/**
+ * The column `releases_held` of a read of run `r` whose job's overlap is `overlap`: whether
+ * ending the run may release a held run of its job. A `buffer_one` job's may (a dispatch may
+ * be holding one now, hence the lock in `releaseHeldOf`); so may any job that has a held run
+ * already: one held under `buffer_one` before a PATCH changed the overlap waited forever when
+ * only the spec was read (the embedded store always looks for one).
+ */
+export function releasesHeldColumn(overlap: string): string {
+  return `(${overlap} = 'buffer_one' OR EXISTS (SELECT 1 FROM active_runs h WHERE h.job_id = r.job_id AND h.held)) AS releases_held`;
+}
+
+/** Locks the jobs that may hold a run (serialising with dispatch, which may be holding a new run) and releases. */
+export async function releaseHeldOf(tx: Transaction, jobs: readonly { jobId: string; releasesHeld: boolean }[], nowMs: number):
+  Promise<void> {
+  const jobIds = [...new Set(jobs.filter((job) => job.releasesHeld).map((job) => job.jobId))].sort();
   if (jobIds.length === 0) return;
   await tx.query(lockJobsSql, [textArray(jobIds)]);
   await releaseHeldRuns(tx, jobIds, nowMs);
@@ -203,10 +215,10 @@ export function expireRunLeases(context: StoreContext, nowMs: number, limit: num
     // runs row. The runs row is checked again under the lock (a heartbeat may have extended it).
     const expired = await tx.query<{
       run_id: string; job_id: string; pool: string; attempt: number; attempt_base: number; worker_id: string | null;
-      idempotency: string; retry: RetrySpec; overlap: string;
+      idempotency: string; retry: RetrySpec; releases_held: boolean;
     }>(
       `SELECT r.run_id, r.job_id, r.pool, r.attempt, r.attempt_base, r.worker_id, j.spec->>'idempotency' AS idempotency,
-              j.spec->'retry' AS retry, j.spec->>'overlap' AS overlap
+              j.spec->'retry' AS retry, ${releasesHeldColumn("j.spec->>'overlap'")}
          FROM active_runs q JOIN runs r ON r.run_id = q.run_id JOIN jobs j ON j.job_id = r.job_id
         WHERE q.status = 'running' AND q.due_at <= $1 AND r.status = 'running' AND r.lease_expires_at <= $1
         ORDER BY q.due_at LIMIT $2 FOR UPDATE OF r SKIP LOCKED`, [nowMs, limit]);
@@ -239,7 +251,7 @@ export function expireRunLeases(context: StoreContext, nowMs: number, limit: num
     })));
     for (const outcome of outcomes) if (outcome.toStatus === 'ready') tx.readyPools.add(outcome.pool);
     const finalJobs = expired.rows.filter((_, index) => outcomes[index]!.toStatus !== 'ready')
-      .map((row) => ({ jobId: row.job_id, overlap: row.overlap }));
+      .map((row) => ({ jobId: row.job_id, releasesHeld: row.releases_held }));
     await releaseHeldOf(tx, finalJobs, nowMs);
     return outcomes;
   });
