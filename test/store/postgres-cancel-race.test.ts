@@ -9,13 +9,11 @@
 // so that the dispatch and the cancel queue behind it in that order.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import pg from 'pg';
 import { runIdOf } from '../../src/domain/identity.js';
 import type { JobRecord } from '../../src/domain/types.js';
-import { withDefaultUser } from '../../src/store/postgres/connection.js';
 import type { PostgresStore } from '../../src/store/postgres/index.js';
 import { createJob, dispatchItem, leaseOne, minuteMs, ownShard, pendingTimerOf, t0Ms, timerAt } from './conformance-fixtures.js';
-import { blockedBehind, openTestStore, postgresSkipReason, testPgUrl, until } from './postgres-harness.js';
+import { postgresSkipReason, withRowLockQueue } from './postgres-harness.js';
 
 const skip = await postgresSkipReason();
 const dueMs = t0Ms + minuteMs;
@@ -27,99 +25,61 @@ void describe('a cancel racing a dispatch on PostgreSQL', { skip: skip ?? false 
     ['a cancel by key prefix', (store, job, nowMs) => store.cancelJobsByKeyPrefix(job.team, 'cart/', nowMs)],
   ];
   for (const [name, cancel] of cancels) {
-    void it(`${name} takes back the run the dispatch wrote while the cancel waited for the job's lock`, async () => {
-      const handle = await openTestStore();
-      const locker = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
-      await locker.connect();
-      try {
-        const { store, schema } = handle;
+    void it(`${name} takes back the run the dispatch wrote while the cancel waited for the job's lock`, () =>
+      withRowLockQueue(async ({ store }, locks) => {
         const job = await createJob(store, { timer: timerAt(dueMs), spec: { key: 'cart/1' } });
         const timer = (await pendingTimerOf(store, job))!;
         const shard = await ownShard(store, job.shard, aheadMs - 1);
-        const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-        await locker.query('BEGIN');
-        await locker.query(`SELECT 1 FROM "${schema}".jobs WHERE job_id = $1 FOR UPDATE`, [job.jobId]);
+        await locks.lock('jobs', job.jobId);
+        const dispatching = await locks.queue(() => store.dispatch([{ ...dispatchItem(shard, timer), stage: 'ahead' }], aheadMs));
+        const cancelling = await locks.queue(() => cancel(store, job, aheadMs + 1));
+        await locks.release();
 
-        const dispatching = store.dispatch([{ ...dispatchItem(shard, timer), stage: 'ahead' }], aheadMs);
-        const [dispatcherPid] = await until(() => blockedBehind(locker, lockerPid), 1);
-        const cancelling = cancel(store, job, aheadMs + 1);
-        await until(() => blockedBehind(locker, lockerPid, [dispatcherPid!]), 1);
-        await locker.query('COMMIT');
-
-        const [dispatched] = await dispatching;
+        const [dispatched] = await dispatching.done;
         assert.equal(dispatched?.kind === 'dispatched' && dispatched.runs.length, 1, 'the dispatch got the lock first and wrote the run');
-        await cancelling;
+        await cancelling.done;
         assert.equal((await store.getJob(null, job.jobId))?.state, 'cancelled');
         const run = await store.getRun(null, runIdOf(job.jobId, timer.scheduledAtMs));
         assert.equal(run?.status, 'cancelled', 'the run written while the cancel waited is taken back');
         assert.equal(await leaseOne(store, dueMs, { pool: job.spec.pool }), undefined, 'nothing to lease at its time');
-      } finally {
-        await locker.end();
-        await handle.cleanup();
-      }
-    });
+      }));
 
     // The same trap with a recurring job: the dispatch consumed the timer and wrote the next
     // one, which the cancel found named on the job but could not see in timers to delete. The
     // timer outlived its cancelled job (loaded by every wheel, its day's partition never dropped).
-    void it(`${name} deletes the next timer the dispatch wrote while the cancel waited for the job's lock`, async () => {
-      const handle = await openTestStore();
-      const locker = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
-      await locker.connect();
-      try {
-        const { store, schema } = handle;
+    void it(`${name} deletes the next timer the dispatch wrote while the cancel waited for the job's lock`, () =>
+      withRowLockQueue(async ({ store }, locks) => {
         const job = await createJob(store, { timer: timerAt(dueMs), spec: { key: 'cart/1' } });
         const timer = (await pendingTimerOf(store, job))!;
         const shard = await ownShard(store, job.shard, dueMs);
-        const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-        await locker.query('BEGIN');
-        await locker.query(`SELECT 1 FROM "${schema}".jobs WHERE job_id = $1 FOR UPDATE`, [job.jobId]);
+        await locks.lock('jobs', job.jobId);
+        const dispatching = await locks.queue(() =>
+          store.dispatch([dispatchItem(shard, timer, { nextTimer: timerAt(dueMs + minuteMs) })], dueMs));
+        const cancelling = await locks.queue(() => cancel(store, job, dueMs + 1));
+        await locks.release();
 
-        const dispatching = store.dispatch([dispatchItem(shard, timer, { nextTimer: timerAt(dueMs + minuteMs) })], dueMs);
-        const [dispatcherPid] = await until(() => blockedBehind(locker, lockerPid), 1);
-        const cancelling = cancel(store, job, dueMs + 1);
-        await until(() => blockedBehind(locker, lockerPid, [dispatcherPid!]), 1);
-        await locker.query('COMMIT');
-
-        const [dispatched] = await dispatching;
+        const [dispatched] = await dispatching.done;
         assert.ok(dispatched?.kind === 'dispatched' && dispatched.nextTimerId !== null, 'the dispatch got the lock first and wrote the next timer');
-        await cancelling;
+        await cancelling.done;
         assert.equal((await store.getJob(null, job.jobId))?.state, 'cancelled');
         assert.equal(await pendingTimerOf(store, job), undefined, 'the timer written while the cancel waited is deleted');
-      } finally {
-        await locker.end();
-        await handle.cleanup();
-      }
-    });
+      }));
   }
 
   // A cancel of a job already cancelled answers the job as it is; one that waited for the
   // lock of the cancel before it answered the job as of its own start: active, at the old
   // version, to a caller whose job was cancelled.
-  void it('a cancel that waited for the lock of another cancel of the job answers the job cancelled', async () => {
-    const handle = await openTestStore();
-    const locker = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
-    await locker.connect();
-    try {
-      const { store, schema } = handle;
+  void it('a cancel that waited for the lock of another cancel of the job answers the job cancelled', () =>
+    withRowLockQueue(async ({ store }, locks) => {
       const job = await createJob(store, { timer: timerAt(dueMs) });
-      const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-      await locker.query('BEGIN');
-      await locker.query(`SELECT 1 FROM "${schema}".jobs WHERE job_id = $1 FOR UPDATE`, [job.jobId]);
+      await locks.lock('jobs', job.jobId);
+      const first = await locks.queue(() => store.cancelJobs(null, [job.jobId], aheadMs));
+      const second = await locks.queue(() => store.cancelJobs(null, [job.jobId], aheadMs + 1));
+      await locks.release();
 
-      const first = store.cancelJobs(null, [job.jobId], aheadMs);
-      const [firstPid] = await until(() => blockedBehind(locker, lockerPid), 1);
-      const second = store.cancelJobs(null, [job.jobId], aheadMs + 1);
-      await until(() => blockedBehind(locker, lockerPid, [firstPid!]), 1);
-      await locker.query('COMMIT');
-
-      const [cancelled] = await first;
+      const [cancelled] = await first.done;
       assert.equal(cancelled?.state, 'cancelled');
-      const [again] = await second;
+      const [again] = await second.done;
       assert.deepEqual(again, cancelled, 'the second cancel answers the job the first one cancelled');
-    } finally {
-      await locker.end();
-      await handle.cleanup();
-    }
-  });
+    }));
 });

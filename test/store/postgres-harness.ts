@@ -71,6 +71,52 @@ export async function until<T>(probe: () => Promise<T[]>, count: number): Promis
   throw new Error(`fewer than ${count} backends ever waited`);
 }
 
+/**
+ * A test store and a third connection holding one row's lock, so that contenders queue behind
+ * it in a known order: `lock` takes the row's lock in a transaction, each `queue` starts a call
+ * and waits until it is blocked behind the lock (or behind those queued before it), `release`
+ * commits, and the calls get the lock in the order they were queued.
+ */
+export async function withRowLockQueue(body: (handle: PostgresHandle, queue: RowLockQueue) => Promise<void>): Promise<void> {
+  const handle = await openTestStore();
+  const locker = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
+  await locker.connect();
+  try {
+    const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    await body(handle, new RowLockQueue(locker, lockerPid, handle.schema));
+  } finally {
+    await locker.end();
+    await handle.cleanup();
+  }
+}
+
+export class RowLockQueue {
+  private readonly queuedPids: number[] = [];
+
+  constructor(private readonly locker: pg.Client, private readonly lockerPid: number, private readonly schema: string) {}
+
+  async lock(table: 'jobs' | 'runs', id: string): Promise<void> {
+    await this.locker.query('BEGIN');
+    await this.locker.query(`SELECT 1 FROM "${this.schema}".${table} WHERE ${table === 'jobs' ? 'job_id' : 'run_id'} = $1 FOR UPDATE`, [id]);
+  }
+
+  /**
+   * Starts `call` and answers once its backend waits behind the lock, with the call's promise
+   * in `done` (in an object: an async function answering a promise would wait for it).
+   */
+  async queue<T>(call: () => Promise<T>): Promise<{ done: Promise<T> }> {
+    const done = call();
+    done.catch(() => undefined); // awaited by the test; not unhandled meanwhile
+    const [pid] = await until(() => blockedBehind(this.locker, this.lockerPid, this.queuedPids), 1);
+    this.queuedPids.push(pid!);
+    return { done };
+  }
+
+  async release(): Promise<void> {
+    await this.locker.query('COMMIT');
+  }
+}
+
 export interface PostgresHandle extends StoreHandle {
   store: PostgresStore;
   schema: string;

@@ -7,52 +7,38 @@
 // run's lock so that the completion and the dispatch queue behind it in that order.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import pg from 'pg';
-import { withDefaultUser } from '../../src/store/postgres/connection.js';
 import { createJob, dispatchItem, firePending, leaseOne, minuteMs, ownShard, pendingTimerOf, t0Ms, timerAt } from './conformance-fixtures.js';
-import { blockedBehind, openTestStore, postgresSkipReason, testPgUrl, until } from './postgres-harness.js';
+import { postgresSkipReason, withRowLockQueue } from './postgres-harness.js';
 
 const skip = await postgresSkipReason();
 const dueMs = t0Ms + minuteMs;
 const nextDueMs = dueMs + minuteMs;
 
 void describe('a replace racing a completion on PostgreSQL', { skip: skip ?? false }, () => {
-  void it('the ledger of a run completed while the replacing dispatch waited for its lock ends with its success', async () => {
-    const handle = await openTestStore();
-    const locker = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
-    await locker.connect();
-    try {
-      const { store, schema } = handle;
+  void it('the ledger of a run completed while the replacing dispatch waited for its lock ends with its success', () =>
+    withRowLockQueue(async ({ store }, locks) => {
       const job = await createJob(store, { timer: timerAt(dueMs), spec: { overlap: 'replace' } });
       const { runId } = await firePending(store, job, dueMs);
       const leased = await leaseOne(store, dueMs);
       assert.equal(leased?.runId, runId);
       const timer = (await pendingTimerOf(store, job))!;
       const shard = await ownShard(store, job.shard, nextDueMs);
-      const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-      await locker.query('BEGIN');
-      await locker.query(`SELECT 1 FROM "${schema}".runs WHERE run_id = $1 FOR UPDATE`, [runId]);
-
-      const completing = store.completeRun({
+      await locks.lock('runs', runId);
+      const completing = await locks.queue(() => store.completeRun({
         team: null, runId, fencingToken: leased.fencingToken, status: 'succeeded', error: null, result: null,
         nowMs: nextDueMs,
-      });
-      const [completerPid] = await until(() => blockedBehind(locker, lockerPid), 1);
-      const dispatching = store.dispatch([dispatchItem(shard, timer, { nextTimer: timerAt(nextDueMs + minuteMs) })], nextDueMs);
-      await until(() => blockedBehind(locker, lockerPid, [completerPid!]), 1);
-      await locker.query('COMMIT');
+      }));
+      const dispatching = await locks.queue(() =>
+        store.dispatch([dispatchItem(shard, timer, { nextTimer: timerAt(nextDueMs + minuteMs) })], nextDueMs));
+      await locks.release();
 
-      assert.equal((await completing).kind, 'completed', 'the completion got the lock first');
-      const [dispatched] = await dispatching;
+      assert.equal((await completing.done).kind, 'completed', 'the completion got the lock first');
+      const [dispatched] = await dispatching.done;
       assert.equal(dispatched?.kind === 'dispatched' && dispatched.runs[0]?.status, 'ready', 'the next occurrence is dispatched');
       const run = await store.getRun(null, runId);
       assert.equal(run?.status, 'succeeded');
       assert.deepEqual(run.events.map((event) => `${event.type}: ${event.fromStatus} -> ${event.toStatus}`),
         ['dispatched: null -> ready', 'leased: ready -> running', 'succeeded: running -> succeeded'],
         'no cancel recorded for a run the dispatch did not cancel');
-    } finally {
-      await locker.end();
-      await handle.cleanup();
-    }
-  });
+    }));
 });
