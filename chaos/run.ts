@@ -15,7 +15,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { SystemClock } from '../src/clock.js';
-import type { TimingConfig } from '../src/limits.js';
+import { timingDefaults, type TimingConfig } from '../src/limits.js';
 import { TicklerClient } from '../src/worker/client.js';
 import { addClusterProcesses, busiestOwner, sampleCounters, shardsOf } from './cluster.js';
 import { prepareDatabase } from './database.js';
@@ -43,6 +43,7 @@ export const chaosTiming: TimingConfig = {
   leaseSweepIntervalMs: 250,
   dispatchAheadMs: 2_000,
   dispatchAheadMinTimers: 256,
+  dispatchAheadTimersPerSecond: timingDefaults.dispatchAheadTimersPerSecond,
   finishAheadDelayMs: 2_000,
 };
 /** The workers' lease by default: API.md's minimum, so a lease expires soon after its worker dies. */

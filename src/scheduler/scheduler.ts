@@ -75,6 +75,12 @@ export class Scheduler {
   private readonly catchUpSpacingMs: number;
   /** How early one-shot timers are wheeled, to be dispatched ahead (0 when the store cannot). */
   private readonly dispatchAheadMs: number;
+  /**
+   * One-shot timers wheeled early so far, per wheel tick of their fire time: a herd's size,
+   * which sets how far ahead its later members are wheeled and whether it is dispatched ahead
+   * at all. A tick's count is dropped once its time has passed (at each refresh).
+   */
+  private readonly earlyPerTick = new Map<number, number>();
 
   constructor(private readonly options: SchedulerOptions) {
     const { store, clock, metrics, logger, timing } = options;
@@ -128,6 +134,7 @@ export class Scheduler {
     await this.firing;
     await this.leases.stop();
     this.wheel.clear();
+    this.earlyPerTick.clear();
   }
 
   status(): SchedulerStatus {
@@ -144,6 +151,7 @@ export class Scheduler {
     const { clock, timing } = this.options;
     this.refreshTimer = clock.setTimer(clock.nowMs() + timing.loadRefreshIntervalMs, async () => {
       this.refreshCount++;
+      this.forgetPassedTicks();
       const whole = this.loadedUntilMs === null || this.refreshCount % (this.options.fullReloadEveryRefreshes ?? 1) === 0;
       await this.loadShards(null, whole ? null : this.loadedUntilMs);
       this.armRefresh();
@@ -213,8 +221,9 @@ export class Scheduler {
 
   /**
    * When a timer comes out of the wheel: a one-shot job's `dispatchAheadMs` before its fire
-   * time, at the start of that wheel tick, so a herd's runs, or a dense stream's a tick at a
-   * time, are written before their time and only leases and completions are left at it
+   * time (a big herd's later members up to twice that: `herdLeadMs`; counted here into its
+   * tick's herd), at the start of that wheel tick, so a herd's runs, or a dense stream's a
+   * tick at a time, are written before their time and only leases and completions are left at it
    * (DispatchItem.stage); one whose run was written ahead, `finishAheadDelayMs` after the end
    * of its fire time's tick, to finish (its run is leasable from its fire time whenever the
    * timer is consumed, so a herd's finishes wait until its leases are done, and a stream's
@@ -222,11 +231,33 @@ export class Scheduler {
    */
   private wheelAtMs(timer: LoadedTimer): number {
     if (this.dispatchAheadMs > 0 && timer.dispatchedAhead !== true && isOneShot(timer)) {
-      return Math.floor((timer.fireAtMs - this.dispatchAheadMs) / wheelTickMs) * wheelTickMs;
+      const tick = Math.floor(timer.fireAtMs / wheelTickMs);
+      const count = (this.earlyPerTick.get(tick) ?? 0) + 1;
+      this.earlyPerTick.set(tick, count);
+      return Math.floor((timer.fireAtMs - this.herdLeadMs(count)) / wheelTickMs) * wheelTickMs;
     }
     return timer.dispatchedAhead === true
       ? Math.ceil(timer.fireAtMs / wheelTickMs) * wheelTickMs + this.options.timing.finishAheadDelayMs
       : timer.fireAtMs;
+  }
+
+  /**
+   * How far ahead the `count`-th one-shot timer of a tick is wheeled: `dispatchAheadMs`, and a
+   * second more for each `dispatchAheadTimersPerSecond` of its tick already wheeled, up to
+   * twice `dispatchAheadMs`. A herd is then dispatched in chunks, its latest-wheeled members
+   * first, and written before workers leasing ahead reach it (limits.ts).
+   */
+  private herdLeadMs(count: number): number {
+    const extraMs = Math.floor(count / this.options.timing.dispatchAheadTimersPerSecond) * 1_000;
+    return this.dispatchAheadMs + Math.min(extraMs, this.dispatchAheadMs);
+  }
+
+  /** Drops the herd sizes of ticks whose time has passed: no timer of theirs is early any more. */
+  private forgetPassedTicks(): void {
+    const nowTick = Math.floor(this.options.clock.nowMs() / wheelTickMs);
+    for (const tick of this.earlyPerTick.keys()) {
+      if (tick < nowTick) this.earlyPerTick.delete(tick);
+    }
   }
 
   /**
@@ -297,25 +328,24 @@ export class Scheduler {
 
   /**
    * One-shot timers wheeled early (`wheelAtMs`) are dispatched ahead only as part of a herd:
-   * at least `dispatchAheadMinTimers` of them due in one wheel tick. The others go back into
-   * the wheel at their own fire time, to be fired whole then.
+   * at least `dispatchAheadMinTimers` of them wheeled for one tick of fire times (counted
+   * over the tick, not over this pass: a big herd comes due in chunks). The others go back
+   * into the wheel at their own fire time, to be fired whole then.
    */
   private notHerdsBackToTheirTime(due: LoadedTimer[], nowMs: number): LoadedTimer[] {
     if (this.dispatchAheadMs === 0) return due;
     const early = (timer: LoadedTimer): boolean => timer.dispatchedAhead !== true && isOneShot(timer) && timer.fireAtMs > nowMs;
-    const perTick = new Map<number, number>();
-    for (const timer of due) {
-      if (!early(timer)) continue;
-      const tick = Math.floor(timer.fireAtMs / wheelTickMs);
-      perTick.set(tick, (perTick.get(tick) ?? 0) + 1);
-    }
-    if (perTick.size === 0) return due;
     const herdMin = this.options.timing.dispatchAheadMinTimers;
+    if (!due.some((timer) => early(timer) && this.earlyCountOf(timer) < herdMin)) return due;
     return due.filter((timer) => {
-      if (!early(timer) || perTick.get(Math.floor(timer.fireAtMs / wheelTickMs))! >= herdMin) return true;
+      if (!early(timer) || this.earlyCountOf(timer) >= herdMin) return true;
       this.wheel.insert(timer.timerId, timer.fireAtMs, timer);
       return false;
     });
+  }
+
+  private earlyCountOf(timer: LoadedTimer): number {
+    return this.earlyPerTick.get(Math.floor(timer.fireAtMs / wheelTickMs)) ?? 0;
   }
 
   /**

@@ -15,7 +15,7 @@ import { Metrics } from '../../src/obs/metrics.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
 import { LeaseWaiters } from '../../src/service/lease-waiters.js';
 import { openSqliteStore } from '../../src/store/sqlite/index.js';
-import type { LeasedRun, Store, TimerWrite } from '../../src/store/store.js';
+import type { CreateJobOutcome, LeasedRun, Store, TimerWrite } from '../../src/store/store.js';
 import type { JobRecord, JobSpec, RunRecord } from '../../src/domain/types.js';
 import { jobInput, jobSpec } from '../fixtures/jobs.js';
 
@@ -647,6 +647,46 @@ test('a one-shot job with an active run is fired whole at its time: overlap is j
     assert.equal(run?.status, 'ready', 'the earlier run ended before the fire time, so the occurrence runs');
     assert.equal(run.dispatchedAtMs, atMs);
     assert.equal((await h.store.getJob(null, job.jobId))?.state, 'done');
+  } finally {
+    await h.cleanup();
+  }
+});
+
+test('a bigger herd is written further ahead, in chunks of dispatchAheadTimersPerSecond a second, up to twice dispatchAheadMs', async () => {
+  // 10 timers a second of extra lead: the 25 of one tick are wheeled 10 s ahead (the first 9),
+  // 11 s (the next 10) and 12 s (the last 6); in a tick of 250, those from the 100th on are
+  // capped at 20 s.
+  const h = await harness({ timing: { ...timing, dispatchAheadMinTimers: 16, dispatchAheadTimersPerSecond: 10 } });
+  try {
+    const herdAtMs = startMs + 60_000;
+    const bigAtMs = startMs + 90_000;
+    const create = (atMs: number, count: number): Promise<CreateJobOutcome[]> => h.store.createJobs(Array.from({ length: count }, () =>
+      jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)), startMs);
+    const herd = await create(herdAtMs, 25);
+    const big = await create(bigAtMs, 250);
+    const writtenAhead = async (outcomes: readonly CreateJobOutcome[], atMs: number): Promise<number> => {
+      const runs = await Promise.all(outcomes.map((outcome) => h.store.getRun(null, runIdOf(outcome.job.jobId, atMs))));
+      for (const run of runs) if (run !== null) assert.equal(run.readyAtMs, atMs, 'ready from its fire time');
+      return runs.filter((run) => run !== null).length;
+    };
+    const advanceTo = (atMs: number): Promise<number> => h.clock.advance(atMs - h.clock.nowMs());
+    await advanceTo(herdAtMs - 12_001);
+    assert.equal(await writtenAhead(herd, herdAtMs), 0, 'nothing more than 12 s ahead');
+    await advanceTo(herdAtMs - 12_000);
+    assert.equal(await writtenAhead(herd, herdAtMs), 6, 'the last 6 wheeled, 12 s ahead');
+    await advanceTo(herdAtMs - 11_000);
+    assert.equal(await writtenAhead(herd, herdAtMs), 16, 'the next 10, 11 s ahead');
+    await advanceTo(herdAtMs - timing.dispatchAheadMs);
+    assert.equal(await writtenAhead(herd, herdAtMs), 25, 'the first 9 at dispatchAheadMs, as any herd');
+
+    await advanceTo(bigAtMs - 2 * timing.dispatchAheadMs - 1);
+    assert.equal(await writtenAhead(big, bigAtMs), 0, 'never more than twice dispatchAheadMs ahead');
+    await advanceTo(bigAtMs - 2 * timing.dispatchAheadMs);
+    assert.equal(await writtenAhead(big, bigAtMs), 250 - 99, 'those wheeled from the 100th on, capped at twice dispatchAheadMs');
+    await advanceTo(bigAtMs - timing.dispatchAheadMs);
+    assert.equal(await writtenAhead(big, bigAtMs), 250);
+    await advanceTo(bigAtMs);
+    assert.equal((await lease(h)).length, 10, 'leasable from their fire time');
   } finally {
     await h.cleanup();
   }
