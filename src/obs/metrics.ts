@@ -77,6 +77,12 @@ export class Metrics {
     help: 'Pending timers written back by the reconciler',
     registers: [this.registry],
   });
+
+  readonly reconcilerHeldReleasesTotal = new Counter({
+    name: 'tickler_reconciler_held_releases_total',
+    help: 'buffer_one runs released by the reconciler: held with no other active run of their job',
+    registers: [this.registry],
+  });
   readonly shardsOwned = new Gauge({
     name: 'tickler_shards_owned',
     help: 'Shards this node holds a lease on',

@@ -9,6 +9,11 @@
  * logged once when it falls silent (and once when it succeeds again). A timer can be there and
  * the job still silent: its worker fails, or its pool has no worker at all.
  *
+ * It also releases `buffer_one` runs held with no other run of their job active
+ * (`Store.releaseStrandedHeldRuns`): the end of the run before releases them, and a release
+ * missed (a PATCH of the overlap racing that end on PostgreSQL) would hold the occurrence
+ * forever; `tickler_reconciler_held_releases_total` should stay 0 too.
+ *
  * On PostgreSQL only the node that holds shard 0 runs it, so nodes do not repeat the work.
  */
 import type { Clock, TimerHandle } from '../clock.js';
@@ -69,6 +74,17 @@ export class Reconciler {
     return repaired;
   }
 
+  /** Releases held runs nothing else will release; answers how many. */
+  async releaseStrandedOnce(): Promise<number> {
+    const { store, clock, metrics, logger } = this.deps;
+    const released = await store.releaseStrandedHeldRuns(clock.nowMs(), repairBatchMax);
+    for (const { runId, jobId } of released) {
+      logger.warn({ runId, jobId }, 'buffer_one run was held with no other run of its job active; released');
+    }
+    if (released.length > 0) metrics.reconcilerHeldReleasesTotal.inc(released.length);
+    return released.length;
+  }
+
   /** One dead man's switch pass; answers the silent jobs, the longest silent first. */
   async watchSilenceOnce(): Promise<SilentJob[]> {
     const { store, clock, metrics, logger } = this.deps;
@@ -100,6 +116,7 @@ export class Reconciler {
       try {
         if (this.deps.isLeader()) {
           await this.reconcileOnce();
+          await this.releaseStrandedOnce();
           await this.watchSilenceOnce();
         }
       } catch (error) {

@@ -414,6 +414,14 @@ export interface Store extends StoreNotifications {
   repairJobTimer(jobId: string, expectedVersion: number, timer: TimerWrite, nowMs: number): Promise<boolean>;
   countJobsWithoutTimer(): Promise<number>;
   /**
+   * Releases `buffer_one` runs still held though no other run of their job is active: what the
+   * end of the run before should have released. The reconciler's net for a release missed
+   * (PostgreSQL: a PATCH to `buffer_one` committed while a completion of the job ran, and a
+   * dispatch held the next run in the same instant; the completion read the old overlap).
+   * Answers the runs released, at most `limit` jobs' worth.
+   */
+  releaseStrandedHeldRuns(nowMs: number, limit: number): Promise<{ runId: string; jobId: string }[]>;
+  /**
    * Silent jobs of `team` (every team for null) at `nowMs`, the longest silent first (by
    * `silentSinceMs`, then job id); `after` continues past that key (keyset paging).
    */

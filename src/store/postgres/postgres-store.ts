@@ -36,7 +36,7 @@ import {
 } from './timers.js';
 import { completeRunsWithin } from './run-completion.js';
 import {
-  expireRunLeases, heartbeatRun, leaseRuns, nextReadyAtMs, nextRunDeadlineMs, shortenLeasesOfGoneNodes,
+  expireRunLeases, heartbeatRun, leaseRuns, nextReadyAtMs, nextRunDeadlineMs, releaseStrandedHeldRuns, shortenLeasesOfGoneNodes,
 } from './worker-runs.js';
 
 export interface PostgresStoreOptions {
@@ -183,6 +183,10 @@ export class PostgresStore implements Store {
 
   countJobsWithoutTimer(): Promise<number> {
     return countJobsWithoutTimer(this.context);
+  }
+
+  releaseStrandedHeldRuns(nowMs: number, limit: number): Promise<{ runId: string; jobId: string }[]> {
+    return releaseStrandedHeldRuns(this.context, nowMs, limit);
   }
 
   findSilentJobs(team: TeamScope, nowMs: number, limit: number, after?: SilentJobsCursor): Promise<SilentJob[]> {

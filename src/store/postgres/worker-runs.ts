@@ -207,6 +207,26 @@ export async function releaseHeldOf(tx: Transaction, jobs: readonly { jobId: str
   await releaseHeldRuns(tx, jobIds, nowMs);
 }
 
+/**
+ * Held runs whose job has no other active run (`Store.releaseStrandedHeldRuns`): found through
+ * the queue, then released as a completion releases them, under their jobs' locks (in job_id
+ * order), by a statement that checks again what it found.
+ */
+export function releaseStrandedHeldRuns(context: StoreContext, nowMs: number, limit: number):
+  Promise<{ runId: string; jobId: string }[]> {
+  return transaction(context, 'releaseStrandedHeldRuns', async (tx) => {
+    const stranded = await tx.query<{ job_id: string }>(
+      `SELECT DISTINCT q.job_id FROM active_runs q
+        WHERE q.held AND q.status = 'ready'
+          AND NOT EXISTS (SELECT 1 FROM active_runs a WHERE a.job_id = q.job_id AND NOT a.held)
+        ORDER BY q.job_id LIMIT $1`, [limit]);
+    const jobIds = stranded.rows.map((row) => row.job_id);
+    if (jobIds.length === 0) return [];
+    await tx.query(lockJobsSql, [textArray(jobIds)]);
+    return releaseHeldRuns(tx, jobIds, nowMs);
+  });
+}
+
 export function expireRunLeases(context: StoreContext, nowMs: number, limit: number): Promise<ExpiredLease[]> {
   if (limit <= 0) return Promise.resolve([]);
   return transaction(context, 'expireRunLeases', async (tx) => {

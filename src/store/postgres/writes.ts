@@ -169,18 +169,21 @@ const releaseHeldRunsSql = prepared(
      UPDATE active_runs q SET held = false, due_at = $2
        FROM released WHERE q.job_id = released.job_id AND q.run_id = released.run_id
    )
-   SELECT run_id, pool FROM released`);
+   SELECT run_id, job_id, pool FROM released`);
 
 /**
  * A `buffer_one` occurrence is held until no other active run of its job is left; this
- * releases it (leasable from `nowMs`) once the earlier run reached a final status.
+ * releases it (leasable from `nowMs`) once the earlier run reached a final status. Answers
+ * the runs released.
  */
-export async function releaseHeldRuns(transaction: Transaction, jobIds: readonly string[], nowMs: number): Promise<void> {
-  if (jobIds.length === 0) return;
-  const released = await transaction.query<{ run_id: string; pool: string }>(releaseHeldRunsSql,
+export async function releaseHeldRuns(transaction: Transaction, jobIds: readonly string[], nowMs: number):
+  Promise<{ runId: string; jobId: string }[]> {
+  if (jobIds.length === 0) return [];
+  const released = await transaction.query<{ run_id: string; job_id: string; pool: string }>(releaseHeldRunsSql,
     [textArray([...new Set(jobIds)]), nowMs]);
   await appendEvents(transaction, released.rows.map((row) => ({
     runId: row.run_id, atMs: nowMs, type: 'released', fromStatus: 'ready', toStatus: 'ready',
   })));
   for (const row of released.rows) transaction.readyPools.add(row.pool);
+  return released.rows.map((row) => ({ runId: row.run_id, jobId: row.job_id }));
 }

@@ -203,7 +203,7 @@ export class RunTransitions {
       this.runs.eventOfSeq(row.run_seq, request.nowMs, outcome.eventType, 'running', outcome.status,
         outcome.detail === null ? null : JSON.stringify(outcome.detail));
       if (outcome.status !== 'retry_wait') {
-        const pool = this.runs.releaseHeldRun(row.job_seq, request.nowMs);
+        const pool = this.runs.releaseHeldRun(row.job_seq, request.nowMs)?.pool ?? null;
         if (pool !== null) readyPools.push(pool);
       }
       return { kind: 'completed', run: runFromRow({ ...row, ...change, lease_expires_at: null }) };
@@ -234,7 +234,7 @@ export class RunTransitions {
   /** The success's event, and the job's held run released if it was waiting for this one. */
   private afterSuccess(seqs: { run_seq: number; job_seq: number }, nowMs: number, readyPools: string[]): void {
     this.runs.eventOfSeq(seqs.run_seq, nowMs, 'succeeded', 'running', 'succeeded', null);
-    const pool = this.runs.releaseHeldRun(seqs.job_seq, nowMs);
+    const pool = this.runs.releaseHeldRun(seqs.job_seq, nowMs)?.pool ?? null;
     if (pool !== null) readyPools.push(pool);
   }
 
@@ -249,6 +249,23 @@ export class RunTransitions {
         detail: { error: request.error, delayMs } };
     }
     return { status: 'dead', readyAtMs: null, eventType: 'dead', detail: { error: request.error, completion: request.status } };
+  }
+
+  /**
+   * `Store.releaseStrandedHeldRuns`: held runs of jobs with no other active run, released as
+   * a completion releases them. (One writer: nothing strands a held run here that the
+   * completions do not release; the net is the same on both stores.)
+   */
+  releaseStranded(nowMs: number, limit: number): { released: { runId: string; jobId: string }[]; readyPools: string[] } {
+    const released: { runId: string; jobId: string }[] = [];
+    const readyPools: string[] = [];
+    for (const jobSeq of this.runs.jobsHoldingRuns(limit)) {
+      const run = this.runs.releaseHeldRun(jobSeq, nowMs);
+      if (run === null) continue;
+      released.push({ runId: run.runId, jobId: run.jobId });
+      readyPools.push(run.pool);
+    }
+    return { released, readyPools };
   }
 
   expire(nowMs: number, limit: number): { expired: ExpiredLease[]; readyPools: string[] } {
@@ -266,7 +283,7 @@ export class RunTransitions {
       this.runs.event(row.run_id, nowMs, eventType, 'running', toStatus,
         { attempt: row.attempt, workerId: row.worker_id });
       if (final) {
-        const pool = this.runs.releaseHeldRun(row.job_seq, nowMs);
+        const pool = this.runs.releaseHeldRun(row.job_seq, nowMs)?.pool ?? null;
         if (pool !== null) readyPools.push(pool);
       } else {
         readyPools.push(row.pool);

@@ -365,6 +365,11 @@ export class SqliteStore implements Store {
       (done) => this.notifier.emitRunsReady(done.readyPools)).then((done) => done.expired);
   }
 
+  async releaseStrandedHeldRuns(nowMs: number, limit: number): Promise<{ runId: string; jobId: string }[]> {
+    return this.write(limit, () => this.runTransitions.releaseStranded(nowMs, limit),
+      (done) => this.notifier.emitRunsReady(done.readyPools)).then((done) => done.released);
+  }
+
   /**
    * Cuts the worker leases an earlier process on this file granted to a third of each lease
    * plus `marginMs` from `nowMs` (from the run's ready time when it was leased ahead): call it

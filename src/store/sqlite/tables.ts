@@ -133,6 +133,7 @@ export class RunTable {
   private readonly selectActiveByJob: Database.Statement<[number], { run_id: string; status: string; held: number }>;
   private readonly selectHeld: Database.Statement<[number], RunRow>;
   private readonly release: Database.Statement<[number, string]>;
+  private readonly selectJobsHolding: Database.Statement<[number], { job_seq: number }>;
   private readonly appendEvent: Database.Statement<[number, number, string, string | null, string | null, string | null]>;
   private readonly appendEventByRunId:
     Database.Statement<[number, string, string | null, string | null, string | null, string]>;
@@ -151,6 +152,9 @@ export class RunTable {
     this.selectHeld = db.prepare(`
       SELECT * FROM runs WHERE job_seq = ? AND finished_at IS NULL AND status IN ('ready', 'running', 'retry_wait') AND held = 1`);
     this.release = db.prepare('UPDATE runs SET held = 0, ready_at = ? WHERE run_id = ?');
+    // `finished_at IS NULL` lets the planner walk runs_active_by_job (the active runs only).
+    this.selectJobsHolding = db.prepare(`
+      SELECT DISTINCT job_seq FROM runs WHERE finished_at IS NULL AND held = 1 AND status = 'ready' ORDER BY job_seq LIMIT ?`);
     this.appendEvent = db.prepare(
       'INSERT INTO run_events (run_seq, at, type, from_status, to_status, detail) VALUES (?, ?, ?, ?, ?, ?)');
     // The run's seq looked up in the same statement: the caller has just read or written the
@@ -185,16 +189,21 @@ export class RunTable {
 
   /**
    * A run of the job (`jobSeq`) reached a final status: a `buffer_one` occurrence held behind
-   * it becomes leasable now. Answers the pool released into, or null when nothing was held.
+   * it becomes leasable now. Answers the run released and its pool, or null when nothing was held.
    */
-  releaseHeldRun(jobSeq: number, nowMs: number): string | null {
+  releaseHeldRun(jobSeq: number, nowMs: number): { runId: string; jobId: string; pool: string } | null {
     const held = this.selectHeld.get(jobSeq);
     if (held === undefined) return null;
     const stillBlocked = this.activeRunsOf(jobSeq).some((run) => !run.held);
     if (stillBlocked) return null;
     this.release.run(nowMs, held.run_id);
     this.event(held.run_id, nowMs, 'released', 'ready', 'ready', null);
-    return held.pool;
+    return { runId: held.run_id, jobId: held.job_id, pool: held.pool };
+  }
+
+  /** The jobs with a held run (`Store.releaseStrandedHeldRuns`), through the active runs' index. */
+  jobsHoldingRuns(limit: number): number[] {
+    return this.selectJobsHolding.all(limit).map((row) => row.job_seq);
   }
 
   /**
