@@ -15,7 +15,7 @@ import { Metrics } from '../../src/obs/metrics.js';
 import { Reconciler } from '../../src/scheduler/reconciler.js';
 import { ScheduleCache } from '../../src/scheduler/schedule-cache.js';
 import { openSqliteStore } from '../../src/store/sqlite/index.js';
-import { createJob, firePending, leaseOne, minuteMs, t0Ms } from '../store/conformance-fixtures.js';
+import { heldBehindRunning, leaseOne, minuteMs, t0Ms } from '../store/conformance-fixtures.js';
 
 it('releases a held run whose job has no other active run, and leaves one held behind an active run', async () => {
   const directory = await mkdtemp(join(tmpdir(), 'tickler-held-'));
@@ -26,11 +26,7 @@ it('releases a held run whose job has no other active run, and leaves one held b
     const metrics = new Metrics();
     const reconciler = new Reconciler({ store, clock, metrics, logger: silentLogger(), schedules: new ScheduleCache(),
       intervalMs: 60_000, isLeader: () => true });
-    const job = await createJob(store, { spec: { overlap: 'buffer_one' } });
-    const first = await firePending(store, job, t0Ms + minuteMs);
-    assert.equal((await leaseOne(store, t0Ms + minuteMs))?.runId, first.runId);
-    const held = await firePending(store, job, t0Ms + 2 * minuteMs);
-    assert.ok(held.result.kind === 'dispatched' && held.result.runs[0]?.status === 'ready');
+    const { first, held } = await heldBehindRunning(store);
     assert.equal(await reconciler.releaseStrandedOnce(), 0, 'held behind a running run: left alone');
     assert.equal(await leaseOne(store, clock.nowMs()), undefined);
 

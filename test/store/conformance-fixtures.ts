@@ -114,6 +114,22 @@ export async function firePending(store: Store, job: JobRecord, nowMs: number, o
   return { result, runId: runIdOf(job.jobId, timer.scheduledAtMs), timer };
 }
 
+/**
+ * A `buffer_one` job whose first occurrence (fired at t0 + 1 min) is leased and whose second
+ * (t0 + 2 min) is held behind it.
+ */
+export async function heldBehindRunning(store: Store): Promise<{
+  job: JobRecord; first: { runId: string }; leased: LeasedRun; held: { result: DispatchResult; runId: string };
+}> {
+  const job = await createJob(store, { spec: { overlap: 'buffer_one' } });
+  const first = await firePending(store, job, t0Ms + minuteMs);
+  const leased = await leaseOne(store, t0Ms + minuteMs);
+  assert.equal(leased?.runId, first.runId);
+  const held = await firePending(store, job, t0Ms + 2 * minuteMs);
+  assert.ok(held.result.kind === 'dispatched' && held.result.runs[0]?.status === 'ready');
+  return { job, first, leased, held };
+}
+
 export async function leaseOne(store: Store, nowMs: number, options: {
   pool?: string; team?: string | null; leaseMs?: number | null; workerId?: string; aheadMs?: number;
 } = {}): Promise<LeasedRun | undefined> {

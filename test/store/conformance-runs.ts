@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import type { DispatchLeaseClaim, LeasedRun, Store } from '../../src/store/store.js';
 import type { JobSpec } from '../../src/domain/types.js';
 import {
-  createJob, firePending, leaseOne, leaseTtlMs, minuteMs, t0Ms, withStore, type OpenStore,
+  createJob, firePending, heldBehindRunning, leaseOne, leaseTtlMs, minuteMs, t0Ms, withStore, type OpenStore,
 } from './conformance-fixtures.js';
 
 export function runWorkerConformance(open: OpenStore): void {
@@ -252,11 +252,7 @@ function runOverlapTests(open: OpenStore): void {
 
   void it('buffer_one holds one occurrence behind the running run, skips further ones, releases it at the end', () =>
     withStore(open, async (store) => {
-      const job = await createJob(store, { spec: { overlap: 'buffer_one' } });
-      const first = await firePending(store, job, t0Ms + minuteMs);
-      const leased = (await leaseOne(store, t0Ms + minuteMs))!;
-      const held = await firePending(store, job, t0Ms + 2 * minuteMs);
-      assert.ok(held.result.kind === 'dispatched' && held.result.runs[0]?.status === 'ready');
+      const { job, first, leased, held } = await heldBehindRunning(store);
       const skipped = await firePending(store, job, t0Ms + 3 * minuteMs);
       assert.ok(skipped.result.kind === 'dispatched' && skipped.result.runs[0]?.status === 'skipped_overlap');
       assert.equal(await leaseOne(store, t0Ms + 3 * minuteMs), undefined, 'a held run is not leasable');
@@ -277,11 +273,7 @@ function runOverlapTests(open: OpenStore): void {
   for (const ending of ['succeeded', 'failed_permanent'] as const) {
     void it(`a held run is released when the run before it ends (${ending}), though the job's overlap changed meanwhile`, () =>
       withStore(open, async (store) => {
-        const job = await createJob(store, { spec: { overlap: 'buffer_one' } });
-        const first = await firePending(store, job, t0Ms + minuteMs);
-        const leased = (await leaseOne(store, t0Ms + minuteMs))!;
-        const held = await firePending(store, job, t0Ms + 2 * minuteMs);
-        assert.ok(held.result.kind === 'dispatched' && held.result.runs[0]?.status === 'ready');
+        const { job, first, leased, held } = await heldBehindRunning(store);
         const current = (await store.getJob(null, job.jobId))!;
         const changed = await store.changeJob({ team: null, jobId: job.jobId, expectedVersion: current.version,
           spec: { ...current.spec, overlap: 'allow' }, timer: 'keep', nowMs: t0Ms + 2 * minuteMs });
