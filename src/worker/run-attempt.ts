@@ -59,6 +59,8 @@ export interface AttemptDependencies {
   heartbeats: HeartbeatBatcher;
   /** Called once the handler has returned or thrown, before the completion is sent. */
   onHandlerSettled(): void;
+  /** Called once the attempt is over: its completion answered or given up, or the run taken away. */
+  onAttemptDone(attempt: RunAttempt): void;
   clock: Clock;
   /** Every attempt's heartbeats, one clock timer per instant; `fire` calls `heartbeat()`. */
   heartbeatTimers: GroupedTimers<RunAttempt>;
@@ -94,7 +96,14 @@ export function heartbeatIntervalMsOf(leaseS: number | undefined, leaseExpiresAt
 }
 
 export class RunAttempt {
-  readonly run: LeasedRun;
+  /**
+   * What the handler is given, made (and frozen) when the run is taken: a run held for its
+   * ready time then starts with nothing left to build, and a herd's starts cost only their
+   * handlers and completions. The fencing token and lease expiry are the worker's business.
+   */
+  readonly run: WorkerRun;
+  private readonly fencingToken: string;
+  private readonly context: AttemptContext;
   private readonly dependencies: AttemptDependencies;
   /**
    * Made when the handler first reads its signal: most handlers never do, and an
@@ -111,10 +120,13 @@ export class RunAttempt {
   private leaseExpiresAtMs: number;
   private settled = false;
 
-  constructor(run: LeasedRun, dependencies: AttemptDependencies) {
-    this.run = run;
+  constructor(leased: LeasedRun, dependencies: AttemptDependencies) {
+    const { fencing_token: fencingToken, lease_expires_at: leaseExpiresAt, ...visible } = leased;
+    this.run = Object.freeze(visible);
+    this.fencingToken = fencingToken;
+    this.context = new AttemptContext(this);
     this.dependencies = dependencies;
-    this.leaseExpiresAtMs = Date.parse(run.lease_expires_at);
+    this.leaseExpiresAtMs = Date.parse(leaseExpiresAt);
     this.heartbeatIntervalMs = heartbeatIntervalMsOf(dependencies.leaseS, this.leaseExpiresAtMs, dependencies.clock.nowMs());
   }
 
@@ -126,7 +138,7 @@ export class RunAttempt {
   }
 
   /** The handler's signal, made on first use (already aborted if the run was taken away). */
-  private signal(): AbortSignal {
+  signal(): AbortSignal {
     if (this.controller === undefined) {
       this.controller = new AbortController();
       if (this.abortReason !== undefined) this.controller.abort(this.abortReason);
@@ -143,54 +155,53 @@ export class RunAttempt {
   }
 
   /**
-   * Runs the handler to its end and reports the outcome; never rejects. Small on purpose: a
-   * worker that starts runs faster than the server acknowledges them (a herd released at once)
-   * keeps this frame, the completion's and their promises alive per run until the answer, and
-   * what they hold is what its scavenges copy (docs/benchmarks.md, "A herd held by its worker").
+   * Runs the handler and reports its outcome, then tells the worker (`onAttemptDone`); never
+   * throws. A handler that returns at once (not a promise) settles in the same call, with no
+   * promise or microtask of its own: a herd of quick handlers starts ~20 % cheaper per run
+   * (bench/worker-herd-cost.ts). What is left per run until the completion's answer is the
+   * completion's promise chain, which holds the attempt and nothing else.
    */
-  async execute(): Promise<void> {
-    const { logger } = this.dependencies;
+  execute(): void {
     if (this.abortReason !== undefined) {
       // Lost while it waited for a slot (a heartbeat was refused): the handler never sees it.
       this.settled = true;
       this.cancelHeartbeat();
       this.dependencies.onHandlerSettled();
-      logger.warn({ runId: this.run.run_id, reason: describe(this.abortReason) },
+      this.dependencies.logger.warn({ runId: this.run.run_id, reason: describe(this.abortReason) },
         'lease lost before the handler started: the run is not handled here');
+      this.dependencies.onAttemptDone(this);
       return;
     }
     this.keepAlive();
-    let outcome: Outcome;
+    let returned: unknown;
     try {
-      outcome = await this.runHandler();
-    } finally {
-      this.settled = true;
-      this.cancelHeartbeat();
-      this.dependencies.onHandlerSettled();
-    }
-    // Read again: the handler's await may have seen the run taken away (TS keeps the narrowing above).
-    const reason = this.abortReason as LeaseLostError | undefined;
-    if (reason !== undefined && reason.reason !== 'stopping') {
-      logger.warn({ runId: this.run.run_id, reason: reason.reason, outcome: outcome.status },
-        'lease lost: the outcome is not reported');
+      returned = this.dependencies.handler(this.run, this.context);
+    } catch (error) {
+      this.settle(failureOf(error));
       return;
     }
-    await this.complete(outcome);
+    if (!isThenable(returned)) {
+      this.settle(successOf(returned));
+      return;
+    }
+    // successOf and failureOf turn every outcome into a value, and settle() does not throw.
+    void Promise.resolve(returned).then(successOf, failureOf).then((outcome) => this.settle(outcome));
   }
 
-  /** The handler's outcome; what the handler was given is garbage once it is answered. */
-  private async runHandler(): Promise<Outcome> {
-    const { fencing_token: _token, lease_expires_at: _expiry, ...visible } = this.run;
-    try {
-      const context = new AttemptContext(() => this.signal());
-      const result: unknown = await this.dependencies.handler(Object.freeze(visible), context);
-      return result === undefined ? { status: 'succeeded' } : { status: 'succeeded', result };
-    } catch (error) {
-      return {
-        status: error instanceof PermanentError ? 'failed_permanent' : 'failed',
-        error: describe(error).slice(0, errorTextLengthMax),
-      };
+  /** The handler has returned or thrown: its slot frees, and the outcome goes out unless the run was taken away. */
+  private settle(outcome: Outcome): void {
+    this.settled = true;
+    this.cancelHeartbeat();
+    this.dependencies.onHandlerSettled();
+    const reason = this.abortReason;
+    if (reason !== undefined && reason.reason !== 'stopping') {
+      this.dependencies.logger.warn({ runId: this.run.run_id, reason: reason.reason, outcome: outcome.status },
+        'lease lost: the outcome is not reported');
+      this.dependencies.onAttemptDone(this);
+      return;
     }
+    const item: CompleteBatchItem = { run_id: this.run.run_id, fencing_token: this.fencingToken, ...outcome };
+    this.submitCompletion(item, 1);
   }
 
   private scheduleHeartbeat(): void {
@@ -209,7 +220,7 @@ export class RunAttempt {
     const { heartbeats, logger } = this.dependencies;
     try {
       // A heartbeat that hangs for a whole interval counts as failed, like one refused.
-      const extended = await heartbeats.submit({ run_id: this.run.run_id, fencing_token: this.run.fencing_token },
+      const extended = await heartbeats.submit({ run_id: this.run.run_id, fencing_token: this.fencingToken },
         this.heartbeatIntervalMs);
       const expiresAtMs = Date.parse(extended.lease_expires_at);
       if (expiresAtMs > this.leaseExpiresAtMs) this.leaseExpiresAtMs = expiresAtMs;
@@ -232,19 +243,18 @@ export class RunAttempt {
   }
 
   /** Sends the outcome, retrying what may succeed later; a promise chain, not a frame kept per run. */
-  private complete(outcome: Outcome): Promise<void> {
-    const item: CompleteBatchItem = { run_id: this.run.run_id, fencing_token: this.run.fencing_token, ...outcome };
-    return this.submitCompletion(item, 1);
-  }
-
-  private submitCompletion(item: CompleteBatchItem, tryNumber: number): Promise<void> {
-    return this.dependencies.completions.submit(item).then(
-      () => this.dependencies.logger.debug({ runId: item.run_id, status: item.status }, 'completed'),
+  private submitCompletion(item: CompleteBatchItem, tryNumber: number): void {
+    this.dependencies.completions.submit(item).then(
+      () => {
+        this.dependencies.logger.debug({ runId: item.run_id, status: item.status }, 'completed');
+        this.dependencies.onAttemptDone(this);
+      },
       (error: unknown) => this.completionFailed(item, tryNumber, error),
     );
   }
 
-  private async completionFailed(item: CompleteBatchItem, tryNumber: number, error: unknown): Promise<void> {
+  /** A completion that got no good answer: retried while that may still help, else given up (and the attempt let go). */
+  private completionFailed(item: CompleteBatchItem, tryNumber: number, error: unknown): void {
     const { clock, logger, random } = this.dependencies;
     const retryable = !(error instanceof TicklerApiError) || error.retryable;
     const delayMs = Math.min(completeRetryDelayMs * 2 ** (tryNumber - 1), completeRetryDelayMsMax) * (0.5 + random());
@@ -254,16 +264,32 @@ export class RunAttempt {
       const level = error instanceof TicklerApiError && error.status === 409 ? 'warn' : 'error';
       logger[level]({ runId: item.run_id, status: item.status, error: describe(error) },
         'completion not accepted; the server re-offers the run when its lease expires');
+      this.dependencies.onAttemptDone(this);
       return;
     }
     logger.warn({ runId: item.run_id, tryNumber, delayMs: Math.round(delayMs), error: describe(error) },
       'completion failed; retrying');
-    await new Promise<void>((resolve) => clock.setTimer(clock.nowMs() + delayMs, resolve));
-    return this.submitCompletion(item, tryNumber + 1);
+    clock.setTimer(clock.nowMs() + delayMs, () => this.submitCompletion(item, tryNumber + 1));
   }
 }
 
 const leaseLostCodes = new Set(['stale_token', 'cancelled', 'not_found']);
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (typeof value === 'object' || typeof value === 'function') && value !== null
+    && typeof (value as { then?: unknown }).then === 'function';
+}
+
+function successOf(result: unknown): Outcome {
+  return result === undefined ? { status: 'succeeded' } : { status: 'succeeded', result };
+}
+
+function failureOf(error: unknown): Outcome {
+  return {
+    status: error instanceof PermanentError ? 'failed_permanent' : 'failed',
+    error: describe(error).slice(0, errorTextLengthMax),
+  };
+}
 
 /**
  * A handler's context. `signal` is an own, enumerable getter, so a handler that spreads or
@@ -273,17 +299,17 @@ const leaseLostCodes = new Set(['stale_token', 'cancelled', 'not_found']);
  */
 class AttemptContext implements HandlerContext {
   declare readonly signal: AbortSignal;
-  readonly #signalOf: () => AbortSignal;
+  readonly #attempt: RunAttempt;
 
   static readonly #signalProperty: PropertyDescriptor = {
     enumerable: true,
     get(this: AttemptContext): AbortSignal {
-      return this.#signalOf();
+      return this.#attempt.signal();
     },
   };
 
-  constructor(signalOf: () => AbortSignal) {
-    this.#signalOf = signalOf;
+  constructor(attempt: RunAttempt) {
+    this.#attempt = attempt;
     Object.defineProperty(this, 'signal', AttemptContext.#signalProperty);
   }
 }

@@ -216,6 +216,8 @@ class PullWorker implements Worker {
   /** Handlers started since the event loop last turned (`startWaiting`). */
   private startsThisTurn = 0;
   private startsDeferred = false;
+  /** startWaiting() is on the stack (a handler returning at once re-enters it through its settling). */
+  private startingWaiting = false;
   private readonly leaseAheadMs: number;
   private readonly holdAheadMax: number;
   /** Hold places asked for by lease requests in flight. */
@@ -310,6 +312,7 @@ class PullWorker implements Worker {
         this.startWaiting();
         this.wakeLoop();
       },
+      onAttemptDone: (attempt) => this.attemptDone(attempt),
       clock: this.clock,
       heartbeatTimers: new GroupedTimers<RunAttempt>(this.clock, (attempt) => attempt.heartbeat()),
       handler: options.handler,
@@ -553,33 +556,36 @@ class PullWorker implements Worker {
     this.startWaiting();
   }
 
-  /** Runs an attempt that took a slot to its end (handler and completion), then lets it go. */
-  private async launch(attempt: RunAttempt): Promise<void> {
-    try {
-      await attempt.execute();
-    } finally {
-      this.inFlight.delete(attempt);
-      if (this.inFlight.size === 0) this.drained?.();
-      this.wakeLoop();
-    }
+  /** The attempt's completion was answered or given up, or its run was taken away. */
+  private attemptDone(attempt: RunAttempt): void {
+    this.inFlight.delete(attempt);
+    if (this.inFlight.size === 0) this.drained?.();
+    this.wakeLoop();
   }
 
   /**
-   * Hands waiting runs to free slots, oldest first. Quick handlers free their slots in
-   * microtasks, so a long queue (a herd's released holds) would start run after run without the
+   * Hands waiting runs to free slots, oldest first. Quick handlers free their slots at once
+   * (or, if they return promises, in microtasks), so a long queue (a herd's released holds) would start run after run without the
    * event loop ever turning: no completion sent, none acknowledged, every finished attempt kept
    * alive until the last start. So at most `startsPerTurnMax` start per turn; the rest wait for
    * the next one.
    */
   private startWaiting(): void {
-    while (this.runningCount < this.options.concurrency && this.waiting.length > 0) {
-      if (this.startsThisTurn >= startsPerTurnMax) {
-        this.startInNextTurn();
-        return;
+    // A handler that returns at once frees its slot within execute(), which re-enters here: the loop below takes the slot.
+    if (this.startingWaiting) return;
+    this.startingWaiting = true;
+    try {
+      while (this.runningCount < this.options.concurrency && this.waiting.length > 0) {
+        if (this.startsThisTurn >= startsPerTurnMax) {
+          this.startInNextTurn();
+          return;
+        }
+        if (this.startsThisTurn++ === 0) setImmediate(this.endTurn);
+        this.runningCount++;
+        this.waiting.shift().execute();
       }
-      if (this.startsThisTurn++ === 0) setImmediate(this.endTurn);
-      this.runningCount++;
-      void this.launch(this.waiting.shift());
+    } finally {
+      this.startingWaiting = false;
     }
   }
 

@@ -466,6 +466,34 @@ describe('createWorker', () => {
       assert.ok(started.every(([, atMs]) => atMs === startMs + 150), 'all at their ready time');
     });
 
+  test('a held herd of handlers that return at once starts in lease order, each beside the last, not inside it',
+    async () => {
+      // A handler that returns (not a promise) frees its slot within its own start; the start
+      // loop takes that slot, rather than the settling starting the next run one frame deeper.
+      const previousLimit = Error.stackTraceLimit;
+      Error.stackTraceLimit = Infinity;
+      try {
+        const started: { runId: string; depth: number }[] = [];
+        start((run) => {
+          started.push({ runId: run.run_id, depth: new Error('depth').stack!.split('\n').length });
+        }, { concurrency: 1, leaseAheadMs: 1_000, holdAheadMax: 600, longPolls: 1 });
+        await server.next('lease', () => server.leases.some((lease) => lease.ahead_ms !== undefined));
+        const herd = Array.from({ length: 600 }, () => leasedRun(startMs, { ready_at: new Date(startMs + 500).toISOString() }));
+        server.offer(...herd);
+        while (worker?.inFlightCount !== 600) await new Promise((resolve) => setImmediate(resolve));
+        const completed = server.next('complete', () => server.completions.length === 600);
+        await clock.advance(500);
+        await completed;
+        assert.deepEqual(started.map(({ runId }) => runId), herd.map((run) => run.run_id), 'each once, in lease order');
+        // The first 500 start as their holds are released; the last 100 wait for the next turn,
+        // where one loop starts them all: there, each handler is called from the same depth.
+        const lastHundred = new Set(started.slice(500).map(({ depth }) => depth));
+        assert.equal(lastHundred.size, 1, `one depth for the starts of the next turn, got ${[...lastHundred].join(', ')}`);
+      } finally {
+        Error.stackTraceLimit = previousLimit;
+      }
+    });
+
   test('after a hold lease that found fewer runs than it had places for, the next waits 100 ms', async () => {
     start(() => undefined, { concurrency: 1, leaseAheadMs: 1_000, holdAheadMax: 10, longPolls: 2 });
     const holdLeases = (): number => server.leases.filter((lease) => lease.ahead_ms !== undefined).length;
