@@ -30,7 +30,14 @@ export async function listRuns(context: StoreContext, filter: RunListFilter): Pr
     values.push(value);
     return `$${values.length}`;
   };
-  if (filter.team !== null) conditions.push(`r.team = ${bind(filter.team)}`);
+  // A job's runs are read through runs_job alone: its team is matched with `IS NOT DISTINCT
+  // FROM` (the same, as `team` is never null), which no index serves. With `team =` and the
+  // statistics behind the table (a schema analyzed empty, then filled), the plan ANDed the
+  // team's whole runs_team range with the job's entries: 231,000 read for 1 run, 37 ms against
+  // 0.1 (bench/pg-plan-audit.ts).
+  if (filter.team !== null) {
+    conditions.push(filter.jobId === undefined ? `r.team = ${bind(filter.team)}` : `r.team IS NOT DISTINCT FROM ${bind(filter.team)}`);
+  }
   if (filter.jobId !== undefined) conditions.push(`r.job_id = ${bind(filter.jobId)}`);
   if (filter.pool !== undefined) conditions.push(`r.pool = ${bind(filter.pool)}`);
   if (filter.status !== undefined) conditions.push(`r.status = ${bind(filter.status)}`);
