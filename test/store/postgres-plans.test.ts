@@ -141,6 +141,15 @@ void describe('postgres store plans with statistics behind the tables', { skip: 
     }
   });
 
+  void it('runs every statement with JIT off: a cost estimate behind the rows cannot make a key read compile', async () => {
+    const client = await handle.store.pool.connect();
+    try {
+      assert.equal((await client.query<{ jit: string }>('SHOW jit')).rows[0]!.jit, 'off');
+    } finally {
+      client.release();
+    }
+  });
+
   void it('expires leases in due order down active_runs_deadline, reading no more than it takes', async () => {
     const plan = await planOf(/FOR UPDATE OF r SKIP LOCKED/, () => handle.store.expireRunLeases(fireMs + leaseMs, 50));
     const nodes = nodesOf(plan.Plan);

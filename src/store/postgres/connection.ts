@@ -79,6 +79,14 @@ export function withDefaultUser(url: string): string {
   return parsed.toString();
 }
 
+/**
+ * JIT is off on the store's connections. Every statement here reads a few rows by key, and
+ * JIT is chosen by estimated cost: with statistics behind the tables (a bulk create, a schema
+ * analyzed empty) a 2 ms read was costed high enough to be compiled, 407 ms of its 500
+ * (bench/pg-plan-audit.ts, findSilentJobs). PostgreSQL 15 has JIT on by default.
+ */
+const sessionSettings = '-c jit=off';
+
 export function connectionConfig(url: string, schema: string): pg.ClientConfig {
   return {
     connectionString: withDefaultUser(url),
@@ -87,7 +95,7 @@ export function connectionConfig(url: string, schema: string): pg.ClientConfig {
     query_timeout: queryTimeoutMs,
     idle_in_transaction_session_timeout: idleInTransactionTimeoutMs,
     keepAlive: true,
-    options: `-c search_path=${quoteIdentifier(schema)}`,
+    options: `-c search_path=${quoteIdentifier(schema)} ${sessionSettings}`,
     types: typeParsers,
   };
 }
