@@ -6,7 +6,10 @@
  * left of a herd's lag once every run is in the worker's hands before its instant, which is
  * the worker's CPU per run (docs/benchmarks.md, "A herd held by its worker").
  *
- *   node --expose-gc --import tsx bench/worker-herd-cost.ts [--runs 50000] [--ack-ms 3] [--rounds 3]
+ * `--ready`: W3's shape instead, a backlog ready at once, leased as it is handled (no lease
+ * ahead, each lease answered after 1 ms); prints the runs handled a second and the CPU per start.
+ *
+ *   node --expose-gc --import tsx bench/worker-herd-cost.ts [--runs 50000] [--ack-ms 3] [--rounds 3] [--ready]
  */
 import { parseArgs } from 'node:util';
 import { createWorker } from '../src/worker/worker.js';
@@ -14,11 +17,16 @@ import type { TicklerClient } from '../src/worker/client.js';
 import type { CompleteBatchItem, LeasedRun, LeaseRequest } from '../src/worker/wire.js';
 
 const { values } = parseArgs({
-  options: { runs: { type: 'string', default: '50000' }, 'ack-ms': { type: 'string', default: '3' }, rounds: { type: 'string', default: '3' } },
+  options: {
+    runs: { type: 'string', default: '50000' }, 'ack-ms': { type: 'string', default: '3' }, rounds: { type: 'string', default: '3' },
+    ready: { type: 'boolean', default: false },
+  },
 });
+const ready = values.ready;
 const runCount = Number(values.runs);
 const ackMs = Number(values['ack-ms']);
-const leadMs = 1_500;
+const leadMs = ready ? 0 : 1_500;
+const leaseAnswerMs = ready ? 1 : 5;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -38,7 +46,7 @@ function standInClient(readyAtMs: number): TicklerClient {
       if (handedOut < runCount) {
         const count = Math.min(body.max, runCount - handedOut);
         const runs = JSON.parse(JSON.stringify(Array.from({ length: count }, () => runOf(handedOut++)))) as LeasedRun[];
-        await sleep(5);
+        await sleep(leaseAnswerMs);
         return { runs };
       }
       await new Promise((resolve) => options?.signal?.addEventListener('abort', resolve, { once: true }));
@@ -56,32 +64,43 @@ function standInClient(readyAtMs: number): TicklerClient {
   return client as unknown as TicklerClient;
 }
 
-async function round(): Promise<{ p50: number; p99: number; max: number; heldHeapMb: number; cpuPerStartUs: number }> {
+interface RoundFigures { p50: number; p99: number; max: number; heldHeapMb: number; cpuPerStartUs: number; perS: number }
+
+async function round(): Promise<RoundFigures> {
   const readyAtMs = Date.now() + leadMs;
   // The heap just before the instant, the whole herd held (after a full collection when --expose-gc).
   let heldHeapMb = Number.NaN;
-  setTimeout(() => {
-    (globalThis as { gc?: () => void }).gc?.();
-    heldHeapMb = process.memoryUsage().heapUsed / 1e6;
-  }, leadMs - 100);
+  if (!ready) {
+    setTimeout(() => {
+      (globalThis as { gc?: () => void }).gc?.();
+      heldHeapMb = process.memoryUsage().heapUsed / 1e6;
+    }, leadMs - 100);
+  }
   const lags: number[] = [];
   // The worker's CPU from the first start to the last: its cost per start, steadier than the
   // lag percentiles on a shared machine (the event loop also waits for the stand-in's timers).
   let cpuAtFirst: NodeJS.CpuUsage | undefined;
+  let firstStartMs = 0;
   let cpuPerStartUs = Number.NaN;
+  let perS = Number.NaN;
   let allStarted!: () => void;
   const started = new Promise<void>((resolve) => {
     allStarted = resolve;
   });
   const worker = createWorker({
-    client: standInClient(readyAtMs), pool: 'herd', concurrency: 50, prefetch: 50, leaseAheadMs: 3_000, holdAheadMax: runCount,
+    client: standInClient(readyAtMs), pool: 'herd', concurrency: 50, prefetch: 50,
+    ...(ready ? {} : { leaseAheadMs: 3_000, holdAheadMax: runCount }),
     logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: (details, message) => console.error(message, details) },
     handler: (run) => {
       lags.push(Date.now() - (run.payload as { due: number }).due);
-      if (lags.length === 1) cpuAtFirst = process.cpuUsage();
+      if (lags.length === 1) {
+        cpuAtFirst = process.cpuUsage();
+        firstStartMs = performance.now();
+      }
       if (lags.length === runCount) {
         const cpu = process.cpuUsage(cpuAtFirst);
         cpuPerStartUs = (cpu.user + cpu.system) / (runCount - 1);
+        perS = ((runCount - 1) * 1_000) / (performance.now() - firstStartMs);
         allStarted();
       }
     },
@@ -91,11 +110,13 @@ async function round(): Promise<{ p50: number; p99: number; max: number; heldHea
   await worker.stop({ timeoutMs: 1_000 });
   lags.sort((a, b) => a - b);
   return { p50: lags[Math.floor(runCount / 2)]!, p99: lags[Math.floor(runCount * 0.99)]!, max: lags[runCount - 1]!, heldHeapMb,
-    cpuPerStartUs };
+    cpuPerStartUs, perS };
 }
 
 for (let index = 1; index <= Number(values.rounds); index++) {
-  const { p50, p99, max, heldHeapMb, cpuPerStartUs } = await round();
-  console.log(`round ${index}: ${runCount} runs, start − ready p50 ${p50} ms, p99 ${p99} ms, max ${max} ms; ` +
-    `CPU ${cpuPerStartUs.toFixed(2)} us per start; heap before the instant ${heldHeapMb.toFixed(0)} MB`);
+  const { p50, p99, max, heldHeapMb, cpuPerStartUs, perS } = await round();
+  console.log(ready
+    ? `round ${index}: ${runCount} ready runs, ${Math.round(perS)} handled/s; CPU ${cpuPerStartUs.toFixed(2)} us per start`
+    : `round ${index}: ${runCount} runs, start − ready p50 ${p50} ms, p99 ${p99} ms, max ${max} ms; ` +
+      `CPU ${cpuPerStartUs.toFixed(2)} us per start; heap before the instant ${heldHeapMb.toFixed(0)} MB`);
 }

@@ -147,8 +147,9 @@ export class RunAttempt {
   }
 
   /**
-   * Starts the heartbeats before the handler does: a run leased ahead of a free slot
-   * (the worker's `prefetch`) keeps its lease while it waits.
+   * Starts the heartbeats of a run that waits for its handler: one leased ahead of a free slot
+   * (the worker's `prefetch`) or of its ready time keeps its lease meanwhile. A run that has
+   * started or finished needs no call (it does nothing then).
    */
   keepAlive(): void {
     if (this.heartbeatDueMs === undefined && !this.settled) this.scheduleHeartbeat();
@@ -172,7 +173,11 @@ export class RunAttempt {
       this.dependencies.onAttemptDone(this);
       return;
     }
-    this.keepAlive();
+    // The first heartbeat is due a third of the lease from now, but armed only for a handler
+    // that returns a promise: one that returns at once needs none, and arming it (a clock timer
+    // for an instant of its own, then cancelling it) cost ~4 us per run (bench/worker-herd-cost.ts
+    // --ready). A handler busy for long before it returns still beats at once after.
+    const heartbeatDueMs = this.dependencies.clock.nowMs() + this.heartbeatIntervalMs;
     let returned: unknown;
     try {
       returned = this.dependencies.handler(this.run, this.context);
@@ -184,6 +189,7 @@ export class RunAttempt {
       this.settle(successOf(returned));
       return;
     }
+    if (this.heartbeatDueMs === undefined && this.abortReason === undefined) this.scheduleHeartbeat(heartbeatDueMs);
     // successOf and failureOf turn every outcome into a value, and settle() does not throw.
     void Promise.resolve(returned).then(successOf, failureOf).then((outcome) => this.settle(outcome));
   }
@@ -204,10 +210,9 @@ export class RunAttempt {
     this.submitCompletion(item, 1);
   }
 
-  private scheduleHeartbeat(): void {
-    const { clock, heartbeatTimers } = this.dependencies;
-    this.heartbeatDueMs = clock.nowMs() + this.heartbeatIntervalMs;
-    heartbeatTimers.add(this.heartbeatDueMs, this);
+  private scheduleHeartbeat(dueMs = this.dependencies.clock.nowMs() + this.heartbeatIntervalMs): void {
+    this.heartbeatDueMs = dueMs;
+    this.dependencies.heartbeatTimers.add(dueMs, this);
   }
 
   private cancelHeartbeat(): void {

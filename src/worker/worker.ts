@@ -533,19 +533,21 @@ class PullWorker implements Worker {
    */
   private accept(run: LeasedRun): boolean {
     const attempt = new RunAttempt(run, this.attemptDependencies);
-    attempt.keepAlive();
     this.inFlight.add(attempt);
     // The ready time is the server's clock; the hold never exceeds leaseAheadMs, so a worker
     // whose clock lags the server's cannot sit on a run longer than it asked to.
     const nowMs = this.clock.nowMs();
     const readyAtMs = this.leaseAheadMs === 0 || run.ready_at === undefined ? Number.NaN : Date.parse(run.ready_at);
     if (readyAtMs > nowMs) {
+      attempt.keepAlive();
       this.holds.add(Math.min(readyAtMs, nowMs + this.leaseAheadMs), attempt);
       this.heldCount++;
       return true;
     }
     this.waiting.push(attempt);
     this.startWaiting();
+    // Still waiting for a slot: it heartbeats meanwhile (one that started arms its own).
+    attempt.keepAlive();
     return false;
   }
 
