@@ -330,7 +330,15 @@ export async function cancelJobs(context: StoreContext, team: TeamScope, jobIds:
   return jobIds.map((jobId) => byId.get(jobId) ?? null);
 }
 
-/** One statement: the jobs are locked, cancelled and their timers deleted together. */
+/**
+ * One statement: the jobs are locked, cancelled and their timers deleted together.
+ *
+ * The jobs are locked in job_id order, as every statement locking several jobs does: locked in
+ * the order its scan met them (key order, or the team's listing index, newest first), the
+ * cancel held one job while a dispatch or a cancel by ids of the same jobs held another, each
+ * waiting for the other until PostgreSQL failed one (40P01,
+ * test/store/postgres-prefix-cancel-lock-order.test.ts).
+ */
 export async function cancelJobsByKeyPrefix(context: StoreContext, team: string, prefix: string,
   nowMs: number): Promise<number> {
   const result = await query<{
@@ -341,7 +349,7 @@ export async function cancelJobsByKeyPrefix(context: StoreContext, team: string,
               ahead_run_id AS old_ahead_run_id
          FROM jobs
         WHERE team = $1 AND key IS NOT NULL AND starts_with(key, $2) AND state <> 'cancelled'
-        FOR UPDATE
+        ORDER BY job_id FOR UPDATE
      ), cancelled AS (
        UPDATE jobs j SET state = 'cancelled', timer_id = NULL, next_fire_at = NULL, next_scheduled_at = NULL,
                          ahead_run_id = NULL, version = j.version + 1, updated_at = $3
