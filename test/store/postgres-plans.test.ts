@@ -24,6 +24,7 @@ interface PlanNode {
   'Node Type': string;
   'Relation Name'?: string;
   'Index Name'?: string;
+  'Index Cond'?: string;
   Plans?: PlanNode[];
 }
 
@@ -98,7 +99,10 @@ void describe('postgres store plans with statistics behind the tables', { skip: 
     for (const { name } of tables.rows) await store.pool.query(`ANALYZE "${schema}"."${name}"`);
     for (let created = 0; created < jobCount; created += 2_000) {
       await store.createJobs(Array.from({ length: 2_000 }, (_, index) => ({
-        job: jobRecord(jobSpec({ max_silence_s: created + index < watchedCount ? 3_600 : null }), t0Ms, team),
+        job: jobRecord(jobSpec({
+          max_silence_s: created + index < watchedCount ? 3_600 : null,
+          key: (created + index) % 5 === 0 ? `k-${created + index}` : null,
+        }), t0Ms, team),
         timer: timerAt(fireMs),
       })), t0Ms);
     }
@@ -157,5 +161,14 @@ void describe('postgres store plans with statistics behind the tables', { skip: 
     assert.deepEqual(queueReads.map((node) => `${node['Node Type']} ${node['Index Name']}`), ['Index Scan active_runs_deadline'],
       describePlan(plan));
     assert.ok(!nodes.some((node) => node['Node Type'] === 'Sort'), `no sort of every expired lease:\n${describePlan(plan)}`);
+  });
+
+  // Last: it cancels jobs (22 of them, none watched).
+  void it('cancels by key prefix through a range of jobs_team_key, not its team\'s every job', async () => {
+    const plan = await planOf(/starts_with/, () => handle.store.cancelJobsByKeyPrefix(team, 'k-59', fireMs));
+    const jobReads = nodesOf(plan.Plan).filter((node) => node['Index Name']?.startsWith('jobs_') === true
+      && node['Index Name'] !== 'jobs_pkey');
+    assert.deepEqual(jobReads.map((node) => node['Index Name']), ['jobs_team_key'], describePlan(plan));
+    assert.match(jobReads[0]!['Index Cond'] ?? '', /key >= .*key < /, 'the prefix is the index scan\'s range');
   });
 });
