@@ -157,10 +157,20 @@ void describe('postgres store plans with statistics behind the tables', { skip: 
   void it('expires leases in due order down active_runs_deadline, reading no more than it takes', async () => {
     const plan = await planOf(/FOR UPDATE OF r SKIP LOCKED/, () => handle.store.expireRunLeases(fireMs + leaseMs, 50));
     const nodes = nodesOf(plan.Plan);
-    const queueReads = nodes.filter((node) => node['Relation Name'] === 'active_runs' && node['Index Name'] !== 'active_runs_job');
+    // The job's other queue rows (releases_held: any held run of the job) are probed by key.
+    const queueReads = nodes.filter((node) => node['Relation Name'] === 'active_runs'
+      && node['Index Name'] !== 'active_runs_job' && node['Index Name'] !== 'active_runs_held');
     assert.deepEqual(queueReads.map((node) => `${node['Node Type']} ${node['Index Name']}`), ['Index Scan active_runs_deadline'],
       describePlan(plan));
     assert.ok(!nodes.some((node) => node['Node Type'] === 'Sort'), `no sort of every expired lease:\n${describePlan(plan)}`);
+  });
+
+  void it('finds held runs through active_runs_held, not by walking every queue row', async () => {
+    const plan = await planOf(/SELECT DISTINCT q\.job_id FROM active_runs q/, () => handle.store.releaseStrandedHeldRuns(fireMs, 100));
+    // active_runs_job serves the check for another active run of each held run's job.
+    const queueReads = nodesOf(plan.Plan).filter((node) => node['Index Name']?.startsWith('active_runs') === true
+      && node['Index Name'] !== 'active_runs_job' || (node['Relation Name'] === 'active_runs' && node['Node Type'] === 'Seq Scan'));
+    assert.deepEqual(queueReads.map((node) => node['Index Name']), ['active_runs_held'], describePlan(plan));
   });
 
   // Last: it cancels jobs (22 of them, none watched).

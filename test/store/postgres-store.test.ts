@@ -102,6 +102,46 @@ void describe('postgres store', { skip: skip ?? false }, () => {
     }
   });
 
+  void it('upgrades a version 8 database: keys compare as "C", held runs get their index, and both serve', async () => {
+    const schema = freshSchemaName();
+    try {
+      const store = await openPostgresStore({ url: testPgUrl, schema, useDatabaseClock: false, poolSize: 2 });
+      const keys = ['cart/1', 'cart/2', 'cartX', 'Cart/3'];
+      const jobs = await Promise.all(keys.map((key) => createJob(store, { spec: { key, overlap: 'buffer_one' } })));
+      // A held run: the second occurrence of a buffer_one job whose first is still active.
+      const [first] = jobs;
+      await firePending(store, first!, t0Ms + minuteMs);
+      await firePending(store, first!, t0Ms + 2 * minuteMs);
+      // Back to version 8 as a version 8 build left it: keys in the database's collation, no index of held runs.
+      await store.pool.query('DROP INDEX active_runs_held');
+      await store.pool.query('ALTER TABLE jobs ALTER COLUMN key TYPE text COLLATE "default"');
+      await store.pool.query('DELETE FROM tickler_migrations WHERE version IN (9, 10)');
+      await store.close();
+      const upgraded = await openPostgresStore({ url: testPgUrl, schema, useDatabaseClock: false, poolSize: 2 });
+      try {
+        const column = await upgraded.pool.query<{ collation: string }>(
+          `SELECT collation_name AS collation FROM information_schema.columns
+            WHERE table_schema = $1 AND table_name = 'jobs' AND column_name = 'key'`, [schema]);
+        assert.equal(column.rows[0]?.collation, 'C');
+        const held = await upgraded.pool.query<{ job_id: string }>('SELECT job_id FROM active_runs WHERE held');
+        assert.deepEqual(held.rows.map((row) => row.job_id), [first!.jobId], 'the run held before the upgrade');
+        const indexed = await upgraded.pool.query<{ indexdef: string }>(
+          `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'active_runs_held'`, [schema]);
+        assert.match(indexed.rows[0]?.indexdef ?? '', /\(job_id\) WHERE held$/);
+        const [again] = await upgraded.createJobs(
+          [{ job: jobRecord(jobSpec({ key: 'cart/1', overlap: 'buffer_one' }), t0Ms), timer: timerAt(t0Ms + minuteMs) }], t0Ms);
+        assert.equal(again?.kind === 'existing' && again.job.jobId, first!.jobId, 'a key is still unique, and found');
+        assert.equal(await upgraded.cancelJobsByKeyPrefix('team-a', 'cart/', t0Ms + 3 * minuteMs), 2);
+        const active = (await upgraded.listJobs({ team: null, state: 'active', limit: 10 })).items.map((job) => job.spec.key).sort();
+        assert.deepEqual(active, ['Cart/3', 'cartX']);
+      } finally {
+        await upgraded.close();
+      }
+    } finally {
+      await dropSchema(schema);
+    }
+  });
+
   // Keys starting with a prefix are read as a range of jobs_team_key, which must hold them all
   // at its edges: after the prefix, the highest code point, or the one before the surrogates.
   void it('cancels by key prefix every key that starts with it, and no other, at the edges of its key range', async () => {

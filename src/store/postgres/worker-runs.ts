@@ -210,7 +210,10 @@ export async function releaseHeldOf(tx: Transaction, jobs: readonly { jobId: str
 /**
  * Held runs whose job has no other active run (`Store.releaseStrandedHeldRuns`): found through
  * the queue, then released as a completion releases them, under their jobs' locks (in job_id
- * order), by a statement that checks again what it found.
+ * order), by a statement that checks again what it found. The reconciler runs it every pass,
+ * and held runs are few: they are read in job_id order down active_runs_held (schema version
+ * 10), whose predicate `q.held` implies; it walked every queue row before (17-35 ms at 25,000
+ * to 45,000, with fresh statistics too; 1.5-2.6 ms now; bench/pg-stale-plan-cost.ts).
  */
 export function releaseStrandedHeldRuns(context: StoreContext, nowMs: number, limit: number):
   Promise<{ runId: string; jobId: string }[]> {
