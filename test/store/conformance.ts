@@ -329,6 +329,30 @@ function runJobWriteTests(open: OpenStore): void {
       for (const job of cancelled) assert.equal(await pendingTimerOf(store, job), undefined);
     }));
 
+  // A store reads the keys starting with a prefix as a range of its (team, key) index, which
+  // must hold them all at its edges: after the prefix, the highest code point, or the one
+  // before the surrogates.
+  void it('cancels by key prefix every key that starts with it, and no other, at the edges of its key range', () =>
+    withStore(open, async (store) => {
+      const max = String.fromCodePoint(0x10ffff);
+      const cases: [string, string[], string[]][] = [
+        ['a', ['a', 'ab', `a${max}`, `a${max}x`, `a${max}${max}`], ['A', 'b', '`', '', 'ä']],
+        [`a${max}`, [`a${max}`, `a${max}z`], ['a', 'az', 'b']],
+        ['p퟿', ['p퟿', 'p퟿', `p퟿${max}`], ['p', 'p퟾', 'q']],
+        [max, [max, `${max}z`, `${max}${max}`], ['z', '￿']],
+        ['é', ['é', 'éa', 'é€'], ['e', 'ê', 'f']],
+      ];
+      for (const [index, [prefix, starting, others]] of cases.entries()) {
+        const team = `team-${index}`;
+        for (const key of [...starting, ...others].filter((key) => key !== '')) {
+          await createJob(store, { team, spec: { key } });
+        }
+        assert.equal(await store.cancelJobsByKeyPrefix(team, prefix, t0Ms + 1), starting.length, JSON.stringify(prefix));
+        const active = (await store.listJobs({ team, state: 'active', limit: 100 })).items.map((job) => job.spec.key).sort();
+        assert.deepEqual(active, others.filter((key) => key !== '').sort(), JSON.stringify(prefix));
+      }
+    }));
+
   void it('finds active jobs without a pending timer and repairs them once', () => withStore(open, async (store) => {
     const healthy = await createJob(store);
     const orphan = await createJob(store, { timer: null });

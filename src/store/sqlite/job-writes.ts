@@ -31,8 +31,15 @@ interface RunAheadRow {
   lane: string;
 }
 
-/** The highest code point; a key range `[prefix, prefix + it)` holds every key starting with prefix. */
-const codePointMax = String.fromCodePoint(0x10ffff);
+/**
+ * Above every key starting with `prefix`: its UTF-8 bytes, then 0xFF, a byte no UTF-8 text
+ * holds, bound as a blob and read as text (`CAST(? AS TEXT)`), since keys compare bytewise
+ * (BINARY). `prefix` + U+10FFFF, the highest code point, was not: it left out the keys that
+ * continue with that code point and more (test/store/conformance.ts, "at the edges").
+ */
+function keyPrefixEnd(prefix: string): Buffer {
+  return Buffer.concat([Buffer.from(prefix, 'utf8'), Buffer.from([0xff])]);
+}
 
 const jobColumns =
   '(job_seq, job_id, team, key, pool, state, spec, request_hash, shard, version, created_at, updated_at, max_silence_s)';
@@ -95,7 +102,7 @@ export class JobWrites {
   private readonly timerRows: RowInserter;
   private readonly updateJob: Database.Statement<[JobColumns]>;
   private readonly selectPrefixJobs:
-    Database.Statement<[string, string, string, number, string], { job_id: string; job_seq: number }>;
+    Database.Statement<[string, string, Buffer, number, string], { job_id: string; job_seq: number }>;
   private readonly markCancelled: Database.Statement<[number, string]>;
   private readonly selectHasTimer: Database.Statement<[number], number>;
   private readonly selectLastJobSeq: Database.Statement<[], number>;
@@ -126,7 +133,7 @@ export class JobWrites {
     // anything else, and no pattern language is involved.
     this.selectPrefixJobs = db.prepare(`
       SELECT job_id, job_seq FROM jobs
-      WHERE team = ? AND key >= ? AND key < ? AND substr(key, 1, ?) = ? AND state != 'cancelled'`);
+      WHERE team = ? AND key >= ? AND key < CAST(? AS TEXT) AND substr(key, 1, ?) = ? AND state != 'cancelled'`);
     this.markCancelled = db.prepare(`
       UPDATE jobs SET state = 'cancelled', version = version + 1, updated_at = ? WHERE job_id = ?`);
     this.selectHasTimer = db.prepare<[number], number>('SELECT 1 FROM timers WHERE job_seq = ?').pluck();
@@ -316,7 +323,7 @@ export class JobWrites {
 
   cancelByKeyPrefix(team: string, prefix: string, nowMs: number): number {
     const apply = (): number => {
-      const jobs = this.selectPrefixJobs.all(team, prefix, prefix + codePointMax, [...prefix].length, prefix);
+      const jobs = this.selectPrefixJobs.all(team, prefix, keyPrefixEnd(prefix), [...prefix].length, prefix);
       for (const { job_id: jobId, job_seq: jobSeq } of jobs) {
         this.deleteTimer(jobSeq, nowMs, jobCancelledBeforeDueReason);
         this.markCancelled.run(nowMs, jobId);
