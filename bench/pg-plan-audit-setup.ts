@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { openPostgresStore, type PostgresStore } from '../src/store/postgres/index.js';
 import type { LeasedRun } from '../src/store/store.js';
-import { jobRecord, jobSpec, minuteMs, t0Ms, timerAt } from '../test/store/conformance-fixtures.js';
+import { fireTimersInBulk, jobRecord, jobSpec, minuteMs, t0Ms, timerAt } from '../test/store/conformance-fixtures.js';
 
 /** ANALYZE of this schema's tables only (a bare ANALYZE would take every table of the database). */
 export async function analyzeSchema(client: pg.Client, schema: string): Promise<void> {
@@ -30,17 +30,8 @@ export async function fill(store: PostgresStore, jobCount: number, dispatchCount
     await store.createJobs(Array.from({ length: 100 }, () => ({
       job: jobRecord(jobSpec({ pool: 'pool-b' }), t0Ms, 'team-b'), timer: timerAt(t0Ms + minuteMs) })), t0Ms);
   }
-  const leases = await store.acquireShardLeases('node-a', Array.from({ length: 1024 }, (_, i) => i), 3_600_000, t0Ms);
-  const tokenOf = new Map(leases.map((lease) => [lease.shard, lease.token]));
-  const timers = await store.loadTimers({ shards: [...tokenOf.keys()], untilMs: Number.MAX_SAFE_INTEGER, limit: dispatchCount });
   const fireMs = t0Ms + minuteMs;
-  for (let start = 0; start < timers.length; start += 500) {
-    await store.dispatch(timers.slice(start, start + 500).map((timer) => ({
-      shard: timer.shard, shardToken: tokenOf.get(timer.shard)!, timerId: timer.timerId, jobId: timer.jobId,
-      occurrences: [{ scheduledAtMs: timer.scheduledAtMs, fireAtMs: timer.fireAtMs, status: 'ready' as const }],
-      nextTimer: timerAt(timer.scheduledAtMs + minuteMs),
-    })), fireMs);
-  }
+  await fireTimersInBulk(store, dispatchCount, fireMs);
   const leased: LeasedRun[] = [];
   for (let i = 0; i < 20; i++) {
     leased.push(...await store.leaseRuns({ team: null, pool: 'pool-a', max: 500, leaseMs: 600_000, workerId: 'w', nowMs: fireMs }));

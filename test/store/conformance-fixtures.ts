@@ -100,6 +100,22 @@ export function dispatchItem(lease: ShardLease, timer: LoadedTimer, options: {
 }
 
 /**
+ * Fires up to `limit` pending timers of any shard at `fireMs`, 500 per dispatch, as one node
+ * owning every shard would: one ready occurrence each, then the next timer one minute later.
+ * Answers the timers fired.
+ */
+export async function fireTimersInBulk(store: Store, limit: number, fireMs: number): Promise<LoadedTimer[]> {
+  const leases = await store.acquireShardLeases('node-a', Array.from({ length: 1_024 }, (_, shard) => shard), 3_600_000, t0Ms);
+  const leaseOf = new Map(leases.map((lease) => [lease.shard, lease]));
+  const timers = await store.loadTimers({ shards: [...leaseOf.keys()], untilMs: Number.MAX_SAFE_INTEGER, limit });
+  for (let start = 0; start < timers.length; start += 500) {
+    await store.dispatch(timers.slice(start, start + 500).map((timer) =>
+      dispatchItem(leaseOf.get(timer.shard)!, timer, { nextTimer: timerAt(timer.scheduledAtMs + minuteMs) })), fireMs);
+  }
+  return timers;
+}
+
+/**
  * Fires the job's pending timer as its shard owner would: one ready occurrence at the
  * timer's scheduled time, then the next timer one minute later (or none).
  */

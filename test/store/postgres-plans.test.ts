@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import type { LeasedRun } from '../../src/store/store.js';
-import { jobRecord, jobSpec, minuteMs, t0Ms, timerAt } from './conformance-fixtures.js';
+import { fireTimersInBulk, jobRecord, jobSpec, minuteMs, t0Ms, timerAt } from './conformance-fixtures.js';
 import { openTestStore, postgresSkipReason, type PostgresHandle } from './postgres-harness.js';
 
 const skip = await postgresSkipReason();
@@ -106,16 +106,7 @@ void describe('postgres store plans with statistics behind the tables', { skip: 
         timer: timerAt(fireMs),
       })), t0Ms);
     }
-    const leases = await store.acquireShardLeases('node-a', Array.from({ length: 1_024 }, (_, shard) => shard), 3_600_000, t0Ms);
-    const tokenOf = new Map(leases.map((lease) => [lease.shard, lease.token]));
-    const timers = await store.loadTimers({ shards: [...tokenOf.keys()], untilMs: Number.MAX_SAFE_INTEGER, limit: jobCount / 2 });
-    for (let start = 0; start < timers.length; start += 500) {
-      await store.dispatch(timers.slice(start, start + 500).map((timer) => ({
-        shard: timer.shard, shardToken: tokenOf.get(timer.shard)!, timerId: timer.timerId, jobId: timer.jobId,
-        occurrences: [{ scheduledAtMs: timer.scheduledAtMs, fireAtMs: timer.fireAtMs, status: 'ready' as const }],
-        nextTimer: timerAt(timer.scheduledAtMs + minuteMs),
-      })), fireMs);
-    }
+    const timers = await fireTimersInBulk(store, jobCount / 2, fireMs);
     for (let batch = 0; batch < timers.length / 500; batch++) {
       leased.push(...await store.leaseRuns({ team, pool: 'pool-a', max: 500, leaseMs, workerId: 'worker-1', nowMs: fireMs }));
     }
