@@ -158,8 +158,8 @@ export class RunAttempt {
   /**
    * Runs the handler and reports its outcome, then tells the worker (`onAttemptDone`); never
    * throws. A handler that returns at once (not a promise) settles in the same call, with no
-   * promise or microtask of its own: a herd of quick handlers starts ~20 % cheaper per run
-   * (bench/worker-herd-cost.ts). What is left per run until the completion's answer is the
+   * promise or microtask of its own: a herd of quick handlers starts for about half the
+   * worker's CPU per run (bench/worker-herd-cost.ts). What is left per run until the completion's answer is the
    * completion's promise chain, which holds the attempt and nothing else.
    */
   execute(): void {
