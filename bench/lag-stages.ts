@@ -20,7 +20,10 @@
  * clock.
  *
  *   node --import tsx bench/lag-stages.ts [--timers 20000] [--span-s 10] [--ahead-s 5]
- *     [--rounds 1] [--cpu-prof DIR] [--lease-ahead-ms 0] [--hold-ahead-max 0]
+ *     [--rounds 1] [--cpu-prof DIR] [--lease-ahead-ms 0] [--hold-ahead-max 0] [--store postgres]
+ *
+ * `--store postgres` runs the server on a fresh database of the local PostgreSQL (as bench:peers
+ * runs tickler-postgres, `--node-id` included) and reads the runs' times from it.
  *
  * `--rounds N` runs the shape N times against the same server and prints each round: the
  * first meets a fresh process (cold JIT, a WAL file still growing), later ones a warm one.
@@ -34,14 +37,16 @@
  * `--hold-ahead-max N` gives it N places for runs held for their time (`holdAheadMax`, as
  * bench:peers runs it: `--lease-ahead-ms 3000 --hold-ahead-max 50000`).
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
+import pg from 'pg';
 import { batchJobsMax } from '../src/limits.js';
 import { createWorker } from '../src/worker/worker.js';
 import { makeTempDir, startBenchServer, type BenchServer } from './server-process.js';
+import { createFreshDatabase } from './peers/services.js';
 
 const { values: options } = parseArgs({
   options: {
@@ -53,8 +58,10 @@ const { values: options } = parseArgs({
     windows: { type: 'boolean', default: false },
     'lease-ahead-ms': { type: 'string', default: '0' },
     'hold-ahead-max': { type: 'string', default: '0' },
+    store: { type: 'string', default: 'sqlite' },
   },
 });
+if (options.store !== 'sqlite' && options.store !== 'postgres') throw new Error('--store is sqlite or postgres');
 const count = Number(options.timers);
 const spanMs = Number(options['span-s']) * 1_000;
 const aheadMs = Number(options['ahead-s']) * 1_000;
@@ -70,6 +77,24 @@ function processCpuMs(pid: number): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1_000) / ticksPerS;
 }
 
+/**
+ * CPU of every PostgreSQL process on the machine so far, in ms (backends, WAL writer,
+ * checkpointer, autovacuum): with `--store postgres` nothing else uses the server meanwhile.
+ */
+function postgresCpuMs(): number {
+  let totalMs = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() !== 'postgres') continue;
+      totalMs += processCpuMs(Number(entry));
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  return totalMs;
+}
+
 /** Time a process's main thread spent runnable but waiting for a CPU, and its slices (Linux /proc schedstat). */
 function runQueueWait(pid: number | 'self'): { waitNs: number; slices: number } {
   const [, waitNs, slices] = readFileSync(`/proc/${pid}/schedstat`, 'utf8').trim().split(' ').map(Number);
@@ -81,8 +106,10 @@ function percentile(sorted: readonly number[], p: number): number {
 }
 
 const dataDir = makeTempDir('lag-stages-');
+const database = options.store === 'postgres' ? await createFreshDatabase('lag_stages') : undefined;
 const server = await startBenchServer({
   dataDir: dataDir.dir, ...(options['cpu-prof'] === undefined ? {} : { cpuProfileDir: options['cpu-prof'] }),
+  ...(database === undefined ? {} : { args: ['--store', database.url, '--node-id', 'lag-stages'] }),
 });
 try {
   const client = server.client;
@@ -92,6 +119,7 @@ try {
   }
 } finally {
   await server.stop();
+  await database?.drop();
   dataDir.remove();
 }
 
@@ -154,21 +182,20 @@ async function measureRound(client: BenchServer['client'], round: number): Promi
   loopDelay.enable();
   const runQueueBefore = { self: runQueueWait('self'), server: runQueueWait(server.pid) };
   const serverCpuBeforeMs = processCpuMs(server.pid);
+  const postgresCpuBeforeMs = database === undefined ? 0 : postgresCpuMs();
   const harnessCpuBefore = process.cpuUsage();
   await done;
   pressure?.stop();
   loopDelay.disable();
   const runQueue = { self: runQueueWait('self'), server: runQueueWait(server.pid) };
   const serverCpuMs = processCpuMs(server.pid) - serverCpuBeforeMs;
+  const postgresMs = database === undefined ? 0 : postgresCpuMs() - postgresCpuBeforeMs;
   const harnessCpu = process.cpuUsage(harnessCpuBefore);
   await worker.stop({ timeoutMs: 5_000 });
   client.leaseRuns = leaseRuns;
   client.completeRunsBriefly = completeRunsBriefly;
 
-  const db = new Database(join(dataDir.dir, 'tickler.db'), { readonly: true });
-  const rows = db.prepare(`SELECT r.fire_at, r.dispatched_at, r.started_at, json_extract(j.spec, '$.payload.i') AS i
-    FROM runs r JOIN jobs j ON j.job_seq = r.job_seq WHERE json_extract(j.spec, '$.payload.round') = ?`).all(round) as { fire_at: number; dispatched_at: number; started_at: number; i: number }[];
-  db.close();
+  const rows = await runTimesOf(round);
   if (rows.length !== count) throw new Error(`${rows.length} runs for ${count} timers`);
   const stages: [string, (row: (typeof rows)[number]) => number][] = [
     ['fire -> dispatch', (row) => row.dispatched_at - row.fire_at],
@@ -190,7 +217,8 @@ async function measureRound(client: BenchServer['client'], round: number): Promi
       pressure.samples);
   }
   console.log(`CPU per run: server ${((serverCpuMs * 1_000) / count).toFixed(0)} us (all threads), ` +
-    `this process ${((harnessCpu.user + harnessCpu.system) / count).toFixed(0)} us`);
+    `this process ${((harnessCpu.user + harnessCpu.system) / count).toFixed(0)} us` +
+    (database === undefined ? '' : `, PostgreSQL ${((postgresMs * 1_000) / count).toFixed(0)} us (all its processes)`));
   const perRequest = (tally: { requests: number; runs: number }): string => (tally.runs / Math.max(1, tally.requests)).toFixed(1);
   console.log(`requests: ${leases.requests} leases of ${perRequest(leases)} runs, ` +
     `${completions.requests} completions of ${perRequest(completions)} runs`);
@@ -200,6 +228,37 @@ async function measureRound(client: BenchServer['client'], round: number): Promi
   console.log(`run-queue wait, main threads: this process ${ms(runQueue.self.waitNs - runQueueBefore.self.waitNs)} ms ` +
     `over ${runQueue.self.slices - runQueueBefore.self.slices} slices, server ${ms(runQueue.server.waitNs - runQueueBefore.server.waitNs)} ms ` +
     `over ${runQueue.server.slices - runQueueBefore.server.slices}`);
+}
+
+interface RunTimes {
+  fire_at: number;
+  dispatched_at: number;
+  started_at: number;
+  i: number;
+}
+
+/** Each run's fire, dispatch and lease times, read from the server's store after the round. */
+async function runTimesOf(round: number): Promise<RunTimes[]> {
+  if (database === undefined) {
+    const db = new Database(join(dataDir.dir, 'tickler.db'), { readonly: true });
+    try {
+      return db.prepare(`SELECT r.fire_at, r.dispatched_at, r.started_at, json_extract(j.spec, '$.payload.i') AS i
+        FROM runs r JOIN jobs j ON j.job_seq = r.job_seq WHERE json_extract(j.spec, '$.payload.round') = ?`).all(round) as RunTimes[];
+    } finally {
+      db.close();
+    }
+  }
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  try {
+    // bigint columns arrive as text: each time is cast to a double, exact for milliseconds.
+    const result = await client.query<RunTimes>(`SELECT r.fire_at::float8 AS fire_at, r.dispatched_at::float8 AS dispatched_at,
+        r.started_at::float8 AS started_at, (j.spec->'payload'->>'i')::int AS i
+      FROM runs r JOIN jobs j ON j.job_id = r.job_id WHERE (j.spec->'payload'->>'round')::int = $1`, [round]);
+    return result.rows;
+  } finally {
+    await client.end();
+  }
 }
 
 interface PressureSample {

@@ -5,7 +5,7 @@
  */
 import { batchRequestBodyBytesMax, leaseBatchMax } from '../limits.js';
 import type { TicklerClient } from './client.js';
-import { RequestBatcher, itemErrorOf } from './request-batcher.js';
+import { RequestBatcher, itemErrorOf, type BatchLinger } from './request-batcher.js';
 import { TicklerApiError } from './errors.js';
 import type { CompleteBatchItem, HeartbeatBatchItem, ItemError } from './wire.js';
 
@@ -22,7 +22,8 @@ export type HeartbeatBatcher = RequestBatcher<HeartbeatBatchItem, { lease_expire
  * completion was accepted. A server older than that option rejects the field (400 on
  * `answer`); the batcher then asks for whole runs from there on.
  */
-export function completionBatcher(client: TicklerClient, onBatchRouteMissing: () => void): CompletionBatcher {
+export function completionBatcher(client: TicklerClient, onBatchRouteMissing: () => void, linger?: BatchLinger):
+  CompletionBatcher {
   let brief = true;
   const send = async (items: CompleteBatchItem[], timeoutMs: number | undefined): Promise<{ status: number; error?: ItemError }[]> => {
     const options = timeoutMs === undefined ? {} : { timeoutMs };
@@ -47,7 +48,7 @@ export function completionBatcher(client: TicklerClient, onBatchRouteMissing: ()
     bytesOf: (item) => itemOverheadBytes
       + (item.result === undefined ? 0 : Buffer.byteLength(JSON.stringify(item.result) ?? '', 'utf8'))
       + (item.error === undefined ? 0 : Buffer.byteLength(JSON.stringify(item.error), 'utf8')),
-  }, { itemsMax: leaseBatchMax, bytesMax: batchBytesMax, onBatchRouteMissing });
+  }, { itemsMax: leaseBatchMax, bytesMax: batchBytesMax, onBatchRouteMissing, ...(linger === undefined ? {} : { linger }) });
 }
 
 export function heartbeatBatcher(client: TicklerClient, onBatchRouteMissing: () => void): HeartbeatBatcher {

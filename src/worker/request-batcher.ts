@@ -5,7 +5,10 @@
  * it answers. So a quiet worker sends each call alone without waiting for a timer, and a
  * busy one sends one request (and the server does one group commit) per round trip instead
  * of one per run. Measured with 50 concurrent no-op handlers on SQLite: per-run completes
- * capped the worker path near 500 runs/s, one fsync each.
+ * capped the worker path near 500 runs/s, one fsync each. With a `linger` (the worker's
+ * completions), a batch smaller than its `items` waits until `ms` after the previous request
+ * left, so a steady stream of calls, each arriving after the last answer, is not sent a few
+ * at a time either.
  *
  * Each item answers for itself: a per-item error rejects only that item's promise, with a
  * `TicklerApiError` carrying the item's status and code. A batch that gets no good answer
@@ -27,6 +30,16 @@ export interface BatchTransport<I, A> {
   bytesOf(item: I): number;
 }
 
+/**
+ * A small batch waits for company: with fewer than `items` calls queued, the next request
+ * leaves no sooner than `ms` after the previous one left (real time, like the worker's lease
+ * linger). A caller whose calls come further apart than that sends each at once.
+ */
+export interface BatchLinger {
+  ms: number;
+  items: number;
+}
+
 export interface RequestBatcherOptions {
   /** Items per request; the server takes up to 1,000. */
   itemsMax: number;
@@ -34,6 +47,11 @@ export interface RequestBatcherOptions {
   bytesMax: number;
   /** Called once when the server turns out not to know the batch route. */
   onBatchRouteMissing?: (error: TicklerApiError) => void;
+  /** Off when absent. */
+  linger?: BatchLinger;
+  /** The linger's clock (performance.now() and setTimeout unless a test gives its own). */
+  nowMs?: () => number;
+  setTimer?: (callback: () => void, delayMs: number) => () => void;
 }
 
 interface Pending<I, A> {
@@ -49,17 +67,29 @@ export class RequestBatcher<I, A> {
   private flushScheduled = false;
   private batchRouteKnown = true;
   private inFlightItemCount = 0;
+  /** When the last request left (`nowMs`), for the linger. */
+  private lastSentAtMs = Number.NEGATIVE_INFINITY;
+  /** Ends the linger under way early (enough calls queued); null when not lingering. */
+  private endLinger: (() => void) | null = null;
+  private readonly nowMs: () => number;
+  private readonly setTimer: (callback: () => void, delayMs: number) => () => void;
   /** Requests sent and items carried: items per request shows the coalescing. */
   readonly stats = { requests: 0, items: 0 };
 
   constructor(private readonly transport: BatchTransport<I, A>, private readonly options: RequestBatcherOptions) {
     if (!(options.itemsMax >= 1) || !(options.bytesMax >= 1)) throw new RangeError('batch limits must be positive');
+    this.nowMs = options.nowMs ?? (() => performance.now());
+    this.setTimer = options.setTimer ?? ((callback, delayMs) => {
+      const handle = setTimeout(callback, delayMs);
+      return () => clearTimeout(handle);
+    });
   }
 
   /** Queues one call; `timeoutMs` bounds the request that carries it. */
   submit(item: I, timeoutMs?: number): Promise<A> {
     return new Promise<A>((resolve, reject) => {
       this.queue.push({ item, timeoutMs, resolve, reject });
+      if (this.endLinger !== null && this.queue.length >= this.options.linger!.items) this.endLinger();
       this.scheduleFlush();
     });
   }
@@ -87,6 +117,12 @@ export class RequestBatcher<I, A> {
     this.sending = true;
     try {
       while (this.queue.length > 0) {
+        const lingerMs = this.lingerLeftMs();
+        if (lingerMs > 0) {
+          await this.lingerFor(lingerMs);
+          continue;
+        }
+        this.lastSentAtMs = this.nowMs();
         const batch = this.takeBatch();
         this.inFlightItemCount = batch.length;
         await this.send(batch);
@@ -96,6 +132,27 @@ export class RequestBatcher<I, A> {
       this.sending = false;
       this.inFlightItemCount = 0;
     }
+  }
+
+  /** How much longer a small batch waits for company; 0 when it goes now. */
+  private lingerLeftMs(): number {
+    const linger = this.options.linger;
+    if (linger === undefined || this.queue.length >= linger.items) return 0;
+    return this.lastSentAtMs + linger.ms - this.nowMs();
+  }
+
+  private lingerFor(delayMs: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const end = (): void => {
+        this.endLinger = null;
+        resolve();
+      };
+      const cancel = this.setTimer(end, delayMs);
+      this.endLinger = () => {
+        cancel();
+        end();
+      };
+    });
   }
 
   private takeBatch(): Pending<I, A>[] {

@@ -248,6 +248,49 @@ describe('RequestBatcher', () => {
     await assert.rejects(short.submit(1), (error: unknown) => error instanceof TicklerApiError && error.code === 'invalid_answer');
   });
 
+  test('with a linger, a small batch right after another waits for it, or until enough calls queue', async () => {
+    const sizes: number[] = [];
+    let nowMs = 0;
+    const timers: { atMs: number; callback: () => void }[] = [];
+    const batcher = new RequestBatcher(echoTransport(sizes), {
+      itemsMax: 100, bytesMax: 1_000, linger: { ms: 10, items: 3 }, nowMs: () => nowMs,
+      setTimer: (callback, delayMs) => {
+        const timer = { atMs: nowMs + delayMs, callback };
+        timers.push(timer);
+        return () => timers.splice(timers.indexOf(timer), 1);
+      },
+    });
+    const turns = async (): Promise<void> => {
+      for (let turn = 0; turn < 3; turn++) await new Promise((resolve) => setImmediate(resolve));
+    };
+
+    await batcher.submit(1);
+    assert.deepEqual(sizes, [1], 'the first call goes at once: nothing was sent before it');
+    nowMs = 2;
+    const lingering = [batcher.submit(2), batcher.submit(3)];
+    await turns();
+    assert.deepEqual(sizes, [1], 'two calls 2 ms after a request wait for company');
+    assert.deepEqual(timers.map((timer) => timer.atMs), [10], 'until 10 ms after the previous request left');
+    nowMs = 10;
+    timers.shift()!.callback();
+    assert.deepEqual(await Promise.all(lingering), [20, 30]);
+    assert.deepEqual(sizes, [1, 2], 'then they go together');
+
+    nowMs = 11;
+    const filling = [batcher.submit(4), batcher.submit(5)];
+    await turns();
+    assert.equal(timers.length, 1, 'waiting again');
+    filling.push(batcher.submit(6));
+    await Promise.all(filling);
+    assert.deepEqual(sizes, [1, 2, 3], 'the third call fills the batch: it goes without waiting out the linger');
+    assert.equal(timers.length, 0, 'and the linger\'s timer is cancelled');
+
+    nowMs = 100;
+    await batcher.submit(7);
+    assert.deepEqual(sizes, [1, 2, 3, 1], 'a call long after the last request goes at once');
+    assert.equal(timers.length, 0);
+  });
+
   test('counts queued and in-flight items as pending', async () => {
     const release = deferred();
     const batcher = new RequestBatcher({

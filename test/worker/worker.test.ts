@@ -529,6 +529,15 @@ describe('createWorker', () => {
     assert.equal(server.leases[0]?.max_ready, undefined);
   });
 
+  test('leaseLingerMs and completionLingerMs must be from 0 to 1,000', () => {
+    const base = { baseUrl: server.url, pool: 'p', concurrency: 1, handler: () => undefined };
+    for (const value of [-1, 1_001, Number.NaN]) {
+      assert.throws(() => createWorker({ ...base, leaseLingerMs: value }), /leaseLingerMs must be within/);
+      assert.throws(() => createWorker({ ...base, completionLingerMs: value }), /completionLingerMs must be within/);
+    }
+    for (const value of [0, 1_000]) createWorker({ ...base, completionLingerMs: value, leaseLingerMs: value });
+  });
+
   test('longPolls must be an integer from 1 to 8', () => {
     for (const longPolls of [0, 9, 1.5]) {
       assert.throws(() => createWorker({ baseUrl: server.url, pool: 'p', concurrency: 1, handler: () => undefined, longPolls }),

@@ -71,7 +71,8 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
       `leaseAheadMs ${leaseAheadMs} and holdAheadMax ${holdAheadMax} (runs already written ahead are leased up to that ` +
       'long before they are ready, on hold places of their own beyond the slots and prefetch, and started at their time ' +
       'from a local timer, as the README advises for a herd; not on W5, whose cancels must stop a job until its due time, ' +
-      'while a run leased ahead is its worker\'s), ' +
+      'while a run leased ahead is its worker\'s), completions in batches (one in flight, a small one lingering up to ' +
+      '10 ms after the last: the SDK defaults), ' +
       'over HTTP; W1 one at a time twice: plain createJob (a POST /v1/jobs each, ' +
       'single_per_s) and with TicklerClient coalesceCreates: true and createJobId (concurrent calls share POST /v1/jobs:batch ' +
       'requests answered with ids, single_coalesced_per_s); batches with answer "id" (each item answers its job_id, not the whole job); W5 cancels through TicklerClient coalesceCancels: true (concurrent cancelJob calls share POST /v1/jobs:cancel requests); W6 jobs with overlap allow and tolerance_s 0' +
