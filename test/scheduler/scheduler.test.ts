@@ -219,12 +219,16 @@ test('a job cancelled after its timer was wheeled and its run written ahead neve
 });
 
 test('a node whose shards were taken is fenced at the sink and counts it (invariant 2)', async () => {
-  const a = await harness({ nodeId: 'node-a' });
-  const b = await harness({ path: a.path, clock: a.clock, nodeId: 'node-b' });
+  // Ahead by 2 s, the timer due in 2.5 s is written no sooner than 0.5 s from now: both of a's
+  // writes (ahead, then at its time) come after b takes the shards, and before a's first renewal
+  // (3 s) would tell it so.
+  const aheadTiming: TimingConfig = { ...timing, dispatchAheadMs: 2_000 };
+  const a = await harness({ nodeId: 'node-a', timing: aheadTiming });
+  const b = await harness({ path: a.path, clock: a.clock, nodeId: 'node-b', timing: aheadTiming });
   try {
     assert.equal(a.scheduler.status().shardsOwned, 1024);
     assert.equal(b.scheduler.status().shardsOwned, 0, 'a live holder keeps its shards');
-    const atMs = startMs + 1_000;
+    const atMs = startMs + 2_500;
     const [outcome] = await a.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }), startMs)], startMs);
     const jobId = outcome!.job.jobId;
     // Node b takes every shard by force while a still has the timer in its wheel and still
@@ -233,7 +237,7 @@ test('a node whose shards were taken is fenced at the sink and counts it (invari
       timing.shardLeaseTtlMs, startMs, { force: true });
     const runBefore = await a.store.getRun(null, runIdOf(jobId, atMs));
     assert.equal(runBefore, null);
-    await a.clock.advance(1_000);
+    await a.clock.advance(atMs - startMs);
     assert.ok(await counterValue(a.metrics, 'tickler_dispatch_rejected_stale_token_total') >= 1);
     // Node b may fire it meanwhile, as the shard's rightful owner; the zombie's write never lands.
     const run = await a.store.getRun(null, runIdOf(jobId, atMs));
