@@ -39,7 +39,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { constants as perfConstants, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
@@ -180,6 +180,15 @@ async function measureRound(client: BenchServer['client'], round: number): Promi
   const pressure = options.windows ? samplePressure() : null;
   const loopDelay = monitorEventLoopDelay({ resolution: 1 });
   loopDelay.enable();
+  const gcPauses: GcPause[] = [];
+  const gcObserver = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const startMs = performance.timeOrigin + entry.startTime;
+      const kind = (entry as { detail?: { kind?: number } }).detail?.kind;
+      gcPauses.push({ startMs, endMs: startMs + entry.duration, minor: kind === perfConstants.NODE_PERFORMANCE_GC_MINOR });
+    }
+  });
+  gcObserver.observe({ entryTypes: ['gc'] });
   const runQueueBefore = { self: runQueueWait('self'), server: runQueueWait(server.pid) };
   const serverCpuBeforeMs = processCpuMs(server.pid);
   const postgresCpuBeforeMs = database === undefined ? 0 : postgresCpuMs();
@@ -187,6 +196,7 @@ async function measureRound(client: BenchServer['client'], round: number): Promi
   await done;
   pressure?.stop();
   loopDelay.disable();
+  gcObserver.disconnect();
   const runQueue = { self: runQueueWait('self'), server: runQueueWait(server.pid) };
   const serverCpuMs = processCpuMs(server.pid) - serverCpuBeforeMs;
   const postgresMs = database === undefined ? 0 : postgresCpuMs() - postgresCpuBeforeMs;
@@ -212,6 +222,7 @@ async function measureRound(client: BenchServer['client'], round: number): Promi
     console.log(`${name.padEnd(18)} p50 ${percentile(sorted, 0.5)}  p90 ${percentile(sorted, 0.9)}  ` +
       `p99 ${percentile(sorted, 0.99)}  max ${sorted.at(-1)}`);
   }
+  printGcShare(rows.map((row) => ({ dueMs: row.fire_at, handledMs: handledAtMs[row.i]! })), gcPauses);
   if (pressure !== null) {
     printWindows(rows.map((row) => ({ dueMs: row.fire_at, lagMs: handledAtMs[row.i]! - row.fire_at })), firstDueMs,
       pressure.samples);
@@ -228,6 +239,29 @@ async function measureRound(client: BenchServer['client'], round: number): Promi
   console.log(`run-queue wait, main threads: this process ${ms(runQueue.self.waitNs - runQueueBefore.self.waitNs)} ms ` +
     `over ${runQueue.self.slices - runQueueBefore.self.slices} slices, server ${ms(runQueue.server.waitNs - runQueueBefore.server.waitNs)} ms ` +
     `over ${runQueue.server.slices - runQueueBefore.server.slices}`);
+}
+
+interface GcPause {
+  startMs: number;
+  endMs: number;
+  /** A scavenge (young generation); otherwise a mark-compact's pause or another kind. */
+  minor: boolean;
+}
+
+/**
+ * How many runs started `lateMs` or more late, and how many of those waited out a garbage
+ * collection pause of this process (the worker's) between their due time and their start.
+ */
+function printGcShare(runs: readonly { dueMs: number; handledMs: number }[], pauses: readonly GcPause[]): void {
+  const late = runs.filter((run) => run.handledMs - run.dueMs >= lateMs);
+  const sorted = [...pauses].sort((a, b) => a.startMs - b.startMs);
+  const duringGc = late.filter((run) => sorted.some((pause) => pause.endMs > run.dueMs && pause.startMs < run.handledMs));
+  const scavenges = pauses.filter((pause) => pause.minor).map((pause) => pause.endMs - pause.startMs).sort((a, b) => a - b);
+  const others = pauses.filter((pause) => !pause.minor).map((pause) => pause.endMs - pause.startMs);
+  const sum = (values: readonly number[]): string => values.reduce((total, value) => total + value, 0).toFixed(0);
+  console.log(`late (>= ${lateMs} ms): ${late.length} runs, ${duringGc.length} of them due before a GC pause of this process ` +
+    `ended; its pauses meanwhile: ${scavenges.length} scavenges, ${sum(scavenges)} ms (longest ` +
+    `${(scavenges.at(-1) ?? 0).toFixed(1)}), ${others.length} others, ${sum(others)} ms`);
 }
 
 interface RunTimes {

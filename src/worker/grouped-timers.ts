@@ -1,9 +1,10 @@
 /**
  * Timers for many items on one clock timer per instant. A worker's heartbeats come due in
- * groups (the runs of one lease answer all beat a third of a lease after it), and so do the
- * runs it holds for their ready time (a herd shares one instant); a herd of 50,000 held runs
- * armed and cancelled a `setTimeout` each: ~1 KB per run (bench/worker-herd-cost.ts).
- * Due times keep their exact millisecond; items at one instant fire in insertion order.
+ * groups (the runs of one lease answer all beat a third of a lease after it); a herd of 50,000
+ * held runs armed and cancelled a `setTimeout` each: ~1 KB per run (bench/worker-herd-cost.ts).
+ * Due times keep their exact millisecond; items at one instant fire in insertion order. The
+ * runs a worker holds for their ready time, spread over many instants and never deleted, are
+ * kept by an InstantQueue instead (instant-queue.ts).
  */
 import type { Clock, TimerHandle } from '../clock.js';
 

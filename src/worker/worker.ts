@@ -35,6 +35,7 @@ import { TicklerClient, describe } from './client.js';
 import { TicklerApiError } from './errors.js';
 import { completionBatcher, heartbeatBatcher, type CompletionBatcher, type HeartbeatBatcher } from './batched-calls.js';
 import { GroupedTimers } from './grouped-timers.js';
+import { InstantQueue } from './instant-queue.js';
 import { LeaseLostError, RunAttempt, type AttemptDependencies, type RunHandler, type WorkerLogger } from './run-attempt.js';
 import type { LeasedRun } from './wire.js';
 
@@ -221,7 +222,7 @@ class PullWorker implements Worker {
   /** Leased runs waiting for a slot (prefetched, or a herd's released holds), oldest first. */
   private readonly waiting = new FifoQueue<RunAttempt>();
   /** Runs leased ahead and held for their ready time, by the time they are released. */
-  private readonly holds: GroupedTimers<RunAttempt>;
+  private readonly holds: InstantQueue<RunAttempt>;
   private heldCount = 0;
   /** Handlers started since the event loop last turned (`startWaiting`). */
   private startsThisTurn = 0;
@@ -307,7 +308,7 @@ class PullWorker implements Worker {
     this.clock = options.clock ?? new SystemClock();
     this.logger = options.logger ?? createLogger({ name: 'tickler-worker' });
     this.random = options.random ?? Math.random;
-    this.holds = new GroupedTimers<RunAttempt>(this.clock, (attempt) => this.releaseHeld(attempt));
+    this.holds = new InstantQueue<RunAttempt>(this.clock, (attempt) => this.releaseHeld(attempt));
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
     const routeMissing = (route: string) => () => this.logger.warn({ workerId: this.workerId, route },
       'the server has no batch route; sending one request per run');

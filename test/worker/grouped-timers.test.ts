@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { VirtualClock } from '../../src/clock.js';
 import { GroupedTimers } from '../../src/worker/grouped-timers.js';
+import { InstantQueue } from '../../src/worker/instant-queue.js';
 
 const startMs = Date.parse('2026-11-30T12:00:00Z');
 
@@ -43,30 +44,36 @@ test('a deleted item does not fire; the instant\'s timer goes with its last item
   assert.equal(clock.pendingTimerCount(), 0);
 });
 
-test('the clock awaits every item of the instant', async () => {
-  const clock = new VirtualClock(startMs);
-  const done: string[] = [];
-  const timers = new GroupedTimers<string>(clock, async (item) => {
-    await new Promise((resolve) => setImmediate(resolve));
-    done.push(item);
+// What GroupedTimers and InstantQueue (the worker's held runs) share.
+for (const [name, make] of [
+  ['GroupedTimers', <T>(clock: VirtualClock, fire: (item: T) => unknown) => new GroupedTimers<T>(clock, fire)],
+  ['InstantQueue', <T>(clock: VirtualClock, fire: (item: T) => unknown) => new InstantQueue<T>(clock, fire)],
+] as const) {
+  test(`${name}: the clock awaits every item of the instant`, async () => {
+    const clock = new VirtualClock(startMs);
+    const done: string[] = [];
+    const timers = make<string>(clock, async (item) => {
+      await new Promise((resolve) => setImmediate(resolve));
+      done.push(item);
+    });
+    timers.add(startMs + 10, 'x');
+    timers.add(startMs + 10, 'y');
+    await clock.advance(10);
+    assert.deepEqual(done, ['x', 'y']);
   });
-  timers.add(startMs + 10, 'x');
-  timers.add(startMs + 10, 'y');
-  await clock.advance(10);
-  assert.deepEqual(done, ['x', 'y']);
-});
 
-test('fireAll fires every item at once, whatever its instant, and leaves no timer', async () => {
-  const clock = new VirtualClock(startMs);
-  const fired: string[] = [];
-  const timers = new GroupedTimers<string>(clock, (item) => {
-    fired.push(item);
+  test(`${name}: fireAll fires every item at once, whatever its instant, and leaves no timer`, async () => {
+    const clock = new VirtualClock(startMs);
+    const fired: string[] = [];
+    const timers = make<string>(clock, (item) => {
+      fired.push(item);
+    });
+    timers.add(startMs + 100, 'a');
+    timers.add(startMs + 900, 'b');
+    await timers.fireAll();
+    assert.deepEqual(fired, ['a', 'b']);
+    assert.equal(clock.pendingTimerCount(), 0);
+    await clock.advance(1_000);
+    assert.deepEqual(fired, ['a', 'b'], 'nothing fires twice');
   });
-  timers.add(startMs + 100, 'a');
-  timers.add(startMs + 900, 'b');
-  await timers.fireAll();
-  assert.deepEqual(fired, ['a', 'b']);
-  assert.equal(clock.pendingTimerCount(), 0);
-  await clock.advance(1_000);
-  assert.deepEqual(fired, ['a', 'b'], 'nothing fires twice');
-});
+}
