@@ -4,25 +4,7 @@
 // TypeScript sources through tsx (a runtime dependency), so a checkout works without a build
 // and an edited source is never shadowed by a stale build. TICKLER_FROM_SOURCE=1 forces the
 // sources. Started from dist/, `tickler serve` is ready in about half the time.
-import { readdirSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-
-const root = resolve(import.meta.dirname, '..');
-
-function buildIsFresh() {
-  if (process.env.TICKLER_FROM_SOURCE === '1') return false;
-  let builtMs;
-  try {
-    builtMs = statSync(join(root, 'dist', '.built')).mtimeMs;
-  } catch {
-    return false;
-  }
-  const src = join(root, 'src');
-  for (const entry of readdirSync(src, { recursive: true, withFileTypes: true })) {
-    if (entry.isFile() && statSync(join(entry.parentPath ?? entry.path, entry.name)).mtimeMs > builtMs) return false;
-  }
-  return true;
-}
+import { buildIsFresh } from './build-fresh.js';
 
 if (buildIsFresh()) {
   await import('../dist/cli/main.js');

@@ -16,7 +16,7 @@ after(() => rmSync(root, { recursive: true, force: true }));
 mkdirSync(join(root, 'bin'));
 mkdirSync(join(root, 'dist', 'cli'), { recursive: true });
 mkdirSync(join(root, 'src', 'cli'), { recursive: true });
-copyFileSync(join(repoRoot, 'bin', 'tickler.js'), join(root, 'bin', 'tickler.js'));
+for (const file of ['tickler.js', 'build-fresh.js']) copyFileSync(join(repoRoot, 'bin', file), join(root, 'bin', file));
 symlinkSync(join(repoRoot, 'node_modules'), join(root, 'node_modules'));
 writeFileSync(join(root, 'package.json'), '{"type": "module"}\n');
 writeFileSync(join(root, 'dist', 'cli', 'main.js'), "console.log('dist');\n");

@@ -7,11 +7,11 @@
  * per call) and with a second client that has the SDK's `coalesceCreates` on.
  */
 import { batchJobsMax } from '../../../src/limits.js';
-import { TicklerClient } from '../../../src/worker/client.js';
 import type { WorkerLogger } from '../../../src/worker/run-attempt.js';
-import { createWorker, type Worker } from '../../../src/worker/worker.js';
+import type { Worker } from '../../../src/worker/worker.js';
 import type { JobCreateRequest } from '../../../src/worker/wire.js';
 import { makeTempDir, startBenchServer, type BenchServer } from '../../server-process.js';
+import { createWorker, sdkOrigin, TicklerClient } from './tickler-sdk.js';
 import type { CoalescedCreates } from '../workloads/lifecycle.js';
 import { createFreshDatabase, wallClock, type FreshDatabase } from '../services.js';
 import {
@@ -66,7 +66,7 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
     this.attached = attached;
     this.settings = `tickler serve defaults (${storeKind === 'sqlite' ? 'embedded SQLite' : 'PostgreSQL 15'}), ` +
       'started as npm start starts it (bin/tickler.js, from the dist/ build that npm run bench:peers makes first); ' +
-      `SDK createWorker, concurrency ${workerConcurrency}, prefetch ${workerConcurrency} (as graphile-worker's local ` +
+      `${sdkOrigin}: SDK createWorker, concurrency ${workerConcurrency}, prefetch ${workerConcurrency} (as graphile-worker's local ` +
       'queue), long-poll wait_s 20 with two requests parked while the pool is drained (the SDK default, longPolls 2), ' +
       `leaseAheadMs ${leaseAheadMs} and holdAheadMax ${holdAheadMax} (runs already written ahead are leased up to that ` +
       'long before they are ready, on hold places of their own beyond the slots and prefetch, and started at their time ' +
