@@ -2,7 +2,8 @@
  * `npm run bench:peers -- --workload W2 --system bullmq` (or `--workload all --system all`):
  * the side-by-side benchmarks of issue 5. Full runs write bench/peers/results/latest.json,
  * docs/benchmarks-peers.md and docs/img/peers-W*.svg; `--quick` runs tiny counts into a
- * results file of its own and writes no docs unless `--docs-dir` says where.
+ * results file of its own and writes no docs unless `--docs-dir` says where; so does a run
+ * given a `--results` file of its own.
  * Exits 1 when any run failed (a skipped system is not a failure).
  */
 import { resolve } from 'node:path';
@@ -21,7 +22,7 @@ const program = new Command()
   .option('--scale <fraction>', 'multiply the issue\'s job counts (e.g. 0.1 for a rehearsal)', '1')
   .option('--rounds <n>', 'run every system n times, interleaved, and report the median (the machine\'s speed drifts)', '1')
   .option('--cpu-prof', 'profile tickler\'s server; top frames go to the notes, profiles to artifacts/peers-profiles', false)
-  .option('--results <file>', 'results JSON (accumulates runs by workload and system)')
+  .option('--results <file>', 'results JSON (accumulates runs by workload and system); writes no docs unless --docs-dir is given')
   .option('--docs-dir <dir>', 'where the report and charts go (default docs/ for full runs, none for --quick)')
   .option('--no-progress', 'no progress lines on stderr')
   .option('--report-only', 'rewrite the report and charts from the results file, running nothing', false)
@@ -59,8 +60,10 @@ const harnessOptions = {
   scale,
   cpuProfile: options.cpuProf,
   resultsPath: resolve(options.results ?? `${repoRoot}/bench/peers/results/${resultsName}.json`),
-  // Only full-size runs of the issue's counts write the docs, unless told where.
-  docsDir: options.docsDir !== undefined ? resolve(options.docsDir) : resultsName === 'latest' ? `${repoRoot}/docs` : undefined,
+  // Only full-size runs into the default results file write the docs, unless told where: a run
+  // into a --results file of its own (an A/B between trees, say) must not overwrite the report.
+  docsDir: options.docsDir !== undefined ? resolve(options.docsDir)
+    : resultsName === 'latest' && options.results === undefined ? `${repoRoot}/docs` : undefined,
   findingsPath: `${repoRoot}/bench/peers/findings.md`,
   command: `npm run bench:peers -- ${process.argv.slice(2).join(' ')}`.trim(),
   progress: options.progress,
