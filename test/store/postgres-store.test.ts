@@ -10,7 +10,7 @@ import net from 'node:net';
 import { describe, it } from 'node:test';
 import pg from 'pg';
 import { isTicklerError } from '../../src/errors.js';
-import { booleanArray, numberArray, textArray } from '../../src/store/postgres/array-literals.js';
+import { booleanArray, jsonTextArray, numberArray, textArray } from '../../src/store/postgres/array-literals.js';
 import { beginSql, preparedStatements, withClient, withDefaultUser } from '../../src/store/postgres/connection.js';
 import { shardFenceSql } from '../../src/store/postgres/dispatch.js';
 import { openPostgresStore } from '../../src/store/postgres/index.js';
@@ -322,6 +322,21 @@ void describe('postgres store', { skip: skip ?? false }, () => {
       assert.deepEqual(row.texts, texts);
       assert.deepEqual(row.numbers.map((value) => (value === null ? null : Number(value))), numbers);
       assert.deepEqual(row.flags, [true, false]);
+    } finally {
+      await handle.cleanup();
+    }
+  });
+
+  void it('hands JSON texts through its JSON arrays verbatim, row by row beside unnest', async () => {
+    const handle = await openTestStore();
+    try {
+      const values = [{ a: 1, b: 'quote " and \\ backslash, {braces}' }, 'ünï©ødé 🎉\n\u0000', null, [1, [2, { c: 'NULL' }]], 12.5];
+      const texts = values.map((value) => JSON.stringify(value));
+      const result = await handle.store.pool.query<{ n: number; spec: string }>(
+        'SELECT n, spec::text AS spec FROM ROWS FROM (unnest($1::int[]), json_array_elements($2::json)) AS t(n, spec) ORDER BY n',
+        [numberArray(values.map((_, index) => index)), jsonTextArray(texts)]);
+      assert.deepEqual(result.rows.map((row) => row.n), [0, 1, 2, 3, 4]);
+      assert.deepEqual(result.rows.map((row) => row.spec), texts);
     } finally {
       await handle.cleanup();
     }

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import type { JobRecord } from '../../domain/types.js';
 import type { CreateJobInput, CreateJobOutcome } from '../store.js';
-import { numberArray, textArray } from './array-literals.js';
+import { jsonTextArray, numberArray, textArray } from './array-literals.js';
 import type { Transaction } from './connection.js';
 import { specJsonForWrite } from '../../domain/spec-json.js';
 import { jobColumns, jobFromRow, type JobRow } from './rows.js';
@@ -104,9 +104,10 @@ function insertJobBatch(transaction: Transaction, items: readonly Prepared[], co
   return transaction.query<{ job_id: string }>(
     `INSERT INTO jobs (job_id, team, key, state, pool, spec, request_hash, shard, version, timer_id,
                        next_fire_at, next_scheduled_at, created_at, updated_at, max_silence_s)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::json[], $7::text[],
-                          $8::int[], $9::int[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[],
-                          $15::int[])
+     SELECT * FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]), unnest($3::text[]), unnest($4::text[]),
+                              unnest($5::text[]), json_array_elements($6::json), unnest($7::text[]), unnest($8::int[]),
+                              unnest($9::int[]), unnest($10::text[]), unnest($11::bigint[]), unnest($12::bigint[]),
+                              unnest($13::bigint[]), unnest($14::bigint[]), unnest($15::int[]))
      ${conflictClause}`,
     [
       textArray(jobs.map((job) => job.jobId)),
@@ -114,7 +115,7 @@ function insertJobBatch(transaction: Transaction, items: readonly Prepared[], co
       textArray(jobs.map((job) => job.spec.key)),
       textArray(jobs.map((job) => job.state)),
       textArray(jobs.map((job) => job.spec.pool)),
-      textArray(jobs.map((job) => specJsonForWrite(job.spec))),
+      jsonTextArray(jobs.map((job) => specJsonForWrite(job.spec))),
       textArray(jobs.map((job) => job.requestHash)),
       numberArray(jobs.map((job) => job.shard)),
       numberArray(jobs.map((job) => job.version)),
