@@ -83,6 +83,7 @@ async function runOne(workload: Workload, system: SystemName, options: HarnessOp
   const adapter = makeAdapter(system, profileDir === undefined ? {} : { cpuProfileDir: profileDir });
   const run: WorkloadRun = {
     workload: workload.id, system, settings: adapter.settings, figures: [], notes: [], startedAt, durationMs: 0, revision: sourceRevision(),
+    machine: machineDescription(),
     ...(options.scale === 1 || options.quick ? {} : { scale: options.scale }),
   };
   const reason = await unavailableReason(system);

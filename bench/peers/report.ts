@@ -18,7 +18,7 @@ export function renderReport(results: ResultsFile, workloads: readonly Workload[
   const lines: string[] = [
     '# Side by side: tickler, BullMQ, graphile-worker and pg-boss',
     '',
-    `Measured ${results.finishedAt.slice(0, 10)} on ${results.machine}.`,
+    measuredOn(results),
     'Command: `npm run bench:peers -- --workload all --system all` (or one workload or system at a time,',
     '`npm run bench:peers -- --workload W2 --system bullmq`); the figures below come from several such invocations',
     `(the last: \`${results.command}\`), each run's start time, revision and load in \`bench/peers/results/latest.json\`.`,
@@ -47,6 +47,7 @@ export function renderReport(results: ResultsFile, workloads: readonly Workload[
     const notes = runs.flatMap((run) => [
       ...(run.scale === undefined ? [] : [`**counts scaled by ${run.scale}** (\`--scale ${run.scale}\`)`]),
       ...(run.system.startsWith('tickler') && run.revision !== undefined ? [`measured at ${run.revision}`] : []),
+      ...(run.machine !== undefined && !oneMachine(results) ? [`on ${run.machine}`] : []),
       ...run.notes,
       ...(run.error === undefined ? [] : [`failed: ${firstLine(run.error)}`]),
     ].map((note) => `- ${run.system}: ${note}`));
@@ -55,6 +56,18 @@ export function renderReport(results: ResultsFile, workloads: readonly Workload[
   }
   lines.push('');
   return lines.join('\n');
+}
+
+/** Whether every run recorded the same machine as the file's (the last invocation's). */
+function oneMachine(results: ResultsFile): boolean {
+  return results.runs.every((run) => run.machine === results.machine);
+}
+
+function measuredOn(results: ResultsFile): string {
+  const date = results.finishedAt.slice(0, 10);
+  if (oneMachine(results)) return `Measured ${date} on ${results.machine}.`;
+  return `Measured up to ${date} on more than one machine (this machine's speed changes between sessions): each run's notes ` +
+    `name its machine where it recorded one (runs from before 2026-12-03 did not); the last invocation ran on ${results.machine}.`;
 }
 
 function orderedRuns(runs: WorkloadRun[]): WorkloadRun[] {
