@@ -10,7 +10,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { profileSummaryOf } from '../profile.js';
 import { repoRoot } from '../server-process.js';
-import { chartFileName, renderReport } from './report.js';
+import { chartFileName, chartFooter, renderReport } from './report.js';
 import { Progress } from './progress.js';
 import type { ResultsFile, WorkloadRun } from './results.js';
 import { combineRounds } from './rounds.js';
@@ -163,7 +163,7 @@ export function writeDocs(options: HarnessOptions,
     if (runs.length === 0) continue;
     const header = {
       title: `${workload.id} ${workload.title}: ${workload.description}`,
-      footer: `${results.finishedAt.slice(0, 10)} · ${results.machine} · npm run bench:peers -- --workload ${workload.id} --system all`,
+      footer: chartFooter(workload.id, runs),
     };
     writeFileSync(join(options.docsDir, 'img', chartFileName(workload.id)), renderWorkloadChart(header, runs));
   }

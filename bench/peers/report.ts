@@ -58,6 +58,20 @@ export function renderReport(results: ResultsFile, workloads: readonly Workload[
   return lines.join('\n');
 }
 
+/**
+ * A chart's footer: when its runs were measured (the first and last start dates) and on what
+ * machine, as far as the runs recorded it; the results file's own date and machine are the
+ * last invocation's, which may not have run this workload at all.
+ */
+export function chartFooter(workload: WorkloadId, runs: readonly WorkloadRun[]): string {
+  const dates = runs.map((run) => run.startedAt.slice(0, 10)).sort();
+  const first = dates[0] ?? '';
+  const last = dates.at(-1) ?? '';
+  const machines = new Set(runs.map((run) => run.machine ?? 'machine not recorded'));
+  const machine = machines.size === 1 ? [...machines][0]! : 'more than one machine';
+  return `${first === last ? last : `${first} to ${last}`} · ${machine} · npm run bench:peers -- --workload ${workload} --system all`;
+}
+
 /** Whether every run recorded the same machine as the file's (the last invocation's). */
 function oneMachine(results: ResultsFile): boolean {
   return results.runs.every((run) => run.machine === results.machine);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { renderReport } from '../../bench/peers/report.js';
+import { chartFooter, renderReport } from '../../bench/peers/report.js';
 import { figure, type ResultsFile, type WorkloadRun } from '../../bench/peers/results.js';
 import { throughputWorkload } from '../../bench/peers/workloads/timing.js';
 
@@ -36,4 +36,13 @@ test('a report whose runs ran on different machines, or did not say, names each 
   assert.match(report, /- tickler-sqlite: on 2 × Intel/);
   assert.match(report, /- bullmq: on 2 × AMD EPYC/);
   assert.doesNotMatch(report, /- graphile-worker: on /);
+});
+
+test('a chart\'s footer dates and names the machine of its own runs, not the last invocation\'s', () => {
+  const at = (startedAt: string, one: WorkloadRun): WorkloadRun => ({ ...one, startedAt });
+  assert.equal(chartFooter('W3', [run('tickler-sqlite', 1, intel), run('bullmq', 1, intel)]),
+    `2026-12-03 · ${intel} · npm run bench:peers -- --workload W3 --system all`);
+  assert.equal(chartFooter('W3', [at('2026-11-29T10:00:00.000Z', run('bullmq', 1, undefined)), at('2026-12-01T10:00:00.000Z', run('pg-boss', 1, undefined))]),
+    '2026-11-29 to 2026-12-01 · machine not recorded · npm run bench:peers -- --workload W3 --system all');
+  assert.match(chartFooter('W3', [run('tickler-sqlite', 1, intel), run('bullmq', 1, epyc)]), /^2026-12-03 · more than one machine · /);
 });

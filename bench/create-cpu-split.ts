@@ -1,0 +1,110 @@
+/**
+ * Where a create's CPU goes on this machine: the `tickler serve` process, PostgreSQL's
+ * processes (all of them, from /proc, so PostgreSQL must run here) and this client, per
+ * create, with the rate. Two shapes, as bench:peers W1 drives them:
+ *   - `batch`: POST /v1/jobs:batch of 1,000 one-shot jobs answered with ids, from `--lanes`
+ *     concurrent lanes (W1 batches uses 2);
+ *   - `coalesced`: 64 callers calling the SDK's `createJobId` through a TicklerClient with
+ *     `coalesceCreates` (W1 one at a time, coalesced);
+ *   - `single`: the same 64 callers without `coalesceCreates`, a POST /v1/jobs each (W1 plain).
+ * Jobs are due in an hour, so nothing fires. A warm-up of `--warmup` creates comes first.
+ *
+ *   node --import tsx bench/create-cpu-split.ts [--store sqlite|postgres] [--mode batch|coalesced|single]
+ *     [--creates 100000] [--warmup 20000] [--lanes 2] [--cpu-prof-dir DIR]
+ *
+ * `TICKLER_BENCH_CLI=/other/tree/bin/tickler.js` runs another tree's server (built) for an A/B;
+ * run the two alternately, as the load of a shared machine moves every figure.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { createFreshDatabase } from './peers/services.js';
+import { TicklerClient } from './peers/systems/tickler-sdk.js';
+import { makeTempDir, startBenchServer } from './server-process.js';
+
+const { values: options } = parseArgs({
+  options: {
+    store: { type: 'string', default: 'sqlite' },
+    mode: { type: 'string', default: 'batch' },
+    creates: { type: 'string', default: '100000' },
+    warmup: { type: 'string', default: '20000' },
+    lanes: { type: 'string', default: '2' },
+    'cpu-prof-dir': { type: 'string' },
+  },
+});
+if (!['sqlite', 'postgres'].includes(options.store)) throw new Error('--store is sqlite or postgres');
+if (!['batch', 'coalesced', 'single'].includes(options.mode)) throw new Error('--mode is batch, coalesced or single');
+const batchSize = 1_000;
+const callers = 64;
+
+const clockTicksPerS = 100;
+function processTicks(pid: string | number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return 0; // gone
+  }
+}
+/** Every postgres process, backends and background workers alike: a create's WAL and checkpoints count too. */
+function postgresTicks(): number {
+  let ticks = 0;
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres') ticks += processTicks(pid);
+    } catch {
+      // gone
+    }
+  }
+  return ticks;
+}
+
+const dataDir = makeTempDir('create-cpu-split-');
+const database = options.store === 'postgres' ? await createFreshDatabase('create_cpu_split') : undefined;
+const server = await startBenchServer({
+  dataDir: dataDir.dir,
+  args: database === undefined ? [] : ['--store', database.url, '--node-id', 'create-cpu-split'],
+  ...(options['cpu-prof-dir'] === undefined ? {} : { cpuProfileDir: options['cpu-prof-dir'] }),
+});
+const client = new TicklerClient({ baseUrl: server.url, requestTimeoutMs: 600_000, coalesceCreates: options.mode === 'coalesced' });
+const dueAtMs = Date.now() + 3_600_000;
+const jobOf = (index: number) => ({ schedule: { at: new Date(dueAtMs).toISOString() }, pool: 'p', payload: { i: index, due: dueAtMs } });
+
+/** Creates `count` jobs in the chosen shape; answers creates per second. */
+async function create(count: number): Promise<number> {
+  let next = 0;
+  const batchLane = async (): Promise<void> => {
+    while (next < count) {
+      const first = next;
+      next = Math.min(count, first + batchSize);
+      const { results } = await client.batchCreateJobIds(Array.from({ length: next - first }, (_, offset) => jobOf(first + offset)));
+      if (results.some((result) => !('job_id' in result))) throw new Error('a batch item failed');
+    }
+  };
+  const caller = async (): Promise<void> => {
+    while (next < count) await client.createJobId(jobOf(next++));
+  };
+  const startedMs = performance.now();
+  if (options.mode === 'batch') await Promise.all(Array.from({ length: Number(options.lanes) }, batchLane));
+  else await Promise.all(Array.from({ length: callers }, caller));
+  return count / ((performance.now() - startedMs) / 1_000);
+}
+
+try {
+  await create(Number(options.warmup));
+  const creates = Number(options.creates);
+  const serverBefore = processTicks(server.pid);
+  const postgresBefore = database === undefined ? 0 : postgresTicks();
+  const clientBefore = process.cpuUsage();
+  const rate = await create(creates);
+  const clientUs = process.cpuUsage(clientBefore);
+  const perCreateUs = (ticks: number): string => ((ticks * 1e6) / clockTicksPerS / creates).toFixed(1);
+  console.log(`${options.store} ${options.mode}${options.mode === 'batch' ? ` (${options.lanes} lanes of ${batchSize})` : ` (${callers} callers)`}: ` +
+    `${Math.round(rate)} creates/s; CPU per create: server ${perCreateUs(processTicks(server.pid) - serverBefore)} us` +
+    (database === undefined ? '' : `, postgres ${perCreateUs(postgresTicks() - postgresBefore)} us`) +
+    `, this client ${((clientUs.user + clientUs.system) / creates).toFixed(1)} us`);
+} finally {
+  await server.stop();
+  dataDir.remove();
+  await database?.drop();
+}
