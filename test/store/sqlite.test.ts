@@ -123,6 +123,40 @@ void describe('sqlite store: what only the embedded store has', () => {
     }
   });
 
+  void it('runs the creates of many callers in one group as one create, each answered its own outcomes, keys and near timers included', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    const store = await openSqliteStore({ path, nearHorizonMs: 10 * minuteMs });
+    try {
+      const announced: string[] = [];
+      store.onNearTimers((timers) => announced.push(...timers.map((timer) => timer.jobId)));
+      const keyed = jobRecord(jobSpec({ key: 'k' }), t0Ms);
+      const sameRequest = { ...keyed, jobId: jobRecord(jobSpec(), t0Ms).jobId };
+      const otherRequest = jobRecord(jobSpec({ key: 'k', payload: { other: true } }), t0Ms);
+      const near = jobRecord(jobSpec(), t0Ms);
+      const far = [jobRecord(jobSpec(), t0Ms), jobRecord(jobSpec(), t0Ms)];
+      // Different callers' times: the merged create takes the latest, so the near job stays near.
+      const calls = [
+        store.createJobs([{ job: keyed, timer: timerAt(t0Ms + 60 * minuteMs) }], t0Ms),
+        store.createJobs(far.map((job) => ({ job, timer: timerAt(t0Ms + 60 * minuteMs) })), t0Ms + 1),
+        store.createJobs([{ job: sameRequest, timer: timerAt(t0Ms + 60 * minuteMs) }], t0Ms + 2),
+        store.createJobs([{ job: near, timer: timerAt(t0Ms + minuteMs) }], t0Ms + 3),
+        store.createJobs([{ job: otherRequest, timer: timerAt(t0Ms + 60 * minuteMs) }], t0Ms + 4),
+      ];
+      const outcomes = await Promise.all(calls);
+      assert.deepEqual(outcomes.map((each) => each.map((outcome) => outcome.kind)),
+        [['created'], ['created', 'created'], ['existing'], ['created'], ['key_conflict']]);
+      assert.deepEqual(outcomes[1]!.map((outcome) => outcome.job.jobId), far.map((job) => job.jobId));
+      assert.equal(outcomes[2]![0]!.job.jobId, keyed.jobId, 'the repeat answers the job an earlier caller created');
+      assert.equal(outcomes[4]![0]!.job.jobId, keyed.jobId);
+      assert.deepEqual(store.groupCommitStats, { transactions: 1, operations: 5 });
+      assert.deepEqual(announced, [near.jobId]);
+      assert.equal((await store.listJobs({ team: null, limit: 100 })).items.length, 4);
+    } finally {
+      await store.close();
+      await removeDirectory();
+    }
+  });
+
   void it('keeps what it acknowledged across close and reopen, and commits creates still queued at close', async () => {
     const { path, removeDirectory } = await tempDatabasePath();
     try {

@@ -63,6 +63,12 @@ export interface QueuedOperation {
    * sync is in flight. A later sync covers its frames anyway.
    */
   durable: boolean;
+  /**
+   * What the commit may run together with adjacent operations of the same kind instead of
+   * calling `run` (the store's creates: one multi-row insert for many callers). The queue
+   * passes it through untouched.
+   */
+  mergeable?: unknown;
 }
 
 /** Makes every commit so far durable: the WAL's fsync, off the loop or (on close) on it. */
@@ -127,7 +133,8 @@ export class GroupCommitQueue {
     });
   }
 
-  submit<T>(operation: { run(): T; afterCommit(value: T): void; weight: number; durable?: boolean }): Promise<T> {
+  submit<T>(operation: { run(): T; afterCommit(value: T): void; weight: number; durable?: boolean; mergeable?: unknown }):
+    Promise<T> {
     if (this.broken !== null) return Promise.reject(unusable(this.broken));
     return new Promise<T>((resolve, reject) => {
       const durable = operation.durable ?? true;
@@ -139,6 +146,7 @@ export class GroupCommitQueue {
         afterCommit: operation.afterCommit as (value: unknown) => void,
         weight: operation.weight,
         durable,
+        ...(operation.mergeable === undefined ? {} : { mergeable: operation.mergeable }),
         resolve: resolve as (value: unknown) => void,
         reject,
       });
