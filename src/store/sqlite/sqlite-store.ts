@@ -470,24 +470,19 @@ export class SqliteStore implements Store {
    * Each operation in a savepoint of its own, except adjacent creates (concurrent POST
    * /v1/jobs, say), which run as one create in one savepoint: one multi-row insert per table
    * and one savepoint instead of one each (64 concurrent single creates through the Store:
-   * 31.5-32.4 -> 20.1-21.1 us of CPU a create). Their order is kept, as no other write
+   * 31.5-32.4 -> 21.8-22.0 us of CPU a create). Their order is kept, as no other write
    * runs between them. If the shared create fails, it rolls back and each runs alone, so a
    * failure stays its own caller's.
    */
   private inSavepoints(operations: readonly QueuedOperation[]): OperationOutcome[] {
     const outcomes: OperationOutcome[] = [];
-    let index = 0;
-    while (index < operations.length) {
+    for (let index = 0; index < operations.length;) {
       let end = index;
       while (end < operations.length && operations[end]!.mergeable !== undefined) end++;
-      const merged = end - index >= 2 ? this.mergedCreates(operations.slice(index, end)) : null;
-      if (merged !== null) {
-        outcomes.push(...merged);
-        index = end;
-      } else {
-        for (const operation of operations.slice(index, Math.max(end, index + 1))) outcomes.push(this.inSavepoint(operation));
-        index = Math.max(end, index + 1);
-      }
+      // The run of adjacent creates from here, or the one operation here that is not one.
+      const run = operations.slice(index, Math.max(end, index + 1));
+      outcomes.push(...((run.length >= 2 ? this.mergedCreates(run) : null) ?? run.map((operation) => this.inSavepoint(operation))));
+      index += run.length;
     }
     return outcomes;
   }
