@@ -15,10 +15,10 @@
  * `TICKLER_BENCH_CLI=/other/tree/bin/tickler.js` runs another tree's server (built) for an A/B;
  * run the two alternately, as the load of a shared machine moves every figure.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { createFreshDatabase } from './peers/services.js';
 import { TicklerClient } from './peers/systems/tickler-sdk.js';
+import { postgresCpuMs, processCpuMs } from './proc-cpu.js';
 import { makeTempDir, startBenchServer } from './server-process.js';
 
 const { values: options } = parseArgs({
@@ -35,29 +35,6 @@ if (!['sqlite', 'postgres'].includes(options.store)) throw new Error('--store is
 if (!['batch', 'coalesced', 'single'].includes(options.mode)) throw new Error('--mode is batch, coalesced or single');
 const batchSize = 1_000;
 const callers = 64;
-
-const clockTicksPerS = 100;
-function processTicks(pid: string | number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return 0; // gone
-  }
-}
-/** Every postgres process, backends and background workers alike: a create's WAL and checkpoints count too. */
-function postgresTicks(): number {
-  let ticks = 0;
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres') ticks += processTicks(pid);
-    } catch {
-      // gone
-    }
-  }
-  return ticks;
-}
 
 const dataDir = makeTempDir('create-cpu-split-');
 const database = options.store === 'postgres' ? await createFreshDatabase('create_cpu_split') : undefined;
@@ -93,15 +70,15 @@ async function create(count: number): Promise<number> {
 try {
   await create(Number(options.warmup));
   const creates = Number(options.creates);
-  const serverBefore = processTicks(server.pid);
-  const postgresBefore = database === undefined ? 0 : postgresTicks();
+  const serverBeforeMs = processCpuMs(server.pid);
+  const postgresBeforeMs = database === undefined ? 0 : postgresCpuMs();
   const clientBefore = process.cpuUsage();
   const rate = await create(creates);
   const clientUs = process.cpuUsage(clientBefore);
-  const perCreateUs = (ticks: number): string => ((ticks * 1e6) / clockTicksPerS / creates).toFixed(1);
+  const perCreateUs = (cpuMs: number): string => ((cpuMs * 1_000) / creates).toFixed(1);
   console.log(`${options.store} ${options.mode}${options.mode === 'batch' ? ` (${options.lanes} lanes of ${batchSize})` : ` (${callers} callers)`}: ` +
-    `${Math.round(rate)} creates/s; CPU per create: server ${perCreateUs(processTicks(server.pid) - serverBefore)} us` +
-    (database === undefined ? '' : `, postgres ${perCreateUs(postgresTicks() - postgresBefore)} us`) +
+    `${Math.round(rate)} creates/s; CPU per create: server ${perCreateUs(processCpuMs(server.pid) - serverBeforeMs)} us` +
+    (database === undefined ? '' : `, postgres ${perCreateUs(postgresCpuMs() - postgresBeforeMs)} us`) +
     `, this client ${((clientUs.user + clientUs.system) / creates).toFixed(1)} us`);
 } finally {
   await server.stop();

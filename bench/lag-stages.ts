@@ -37,7 +37,7 @@
  * `--hold-ahead-max N` gives it N places for runs held for their time (`holdAheadMax`, as
  * bench:peers runs it: `--lease-ahead-ms 3000 --hold-ahead-max 50000`).
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { constants as perfConstants, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
@@ -47,6 +47,7 @@ import { batchJobsMax } from '../src/limits.js';
 import { createWorker } from '../src/worker/worker.js';
 import { makeTempDir, startBenchServer, type BenchServer } from './server-process.js';
 import { createFreshDatabase } from './peers/services.js';
+import { postgresCpuMs, processCpuMs } from './proc-cpu.js';
 
 const { values: options } = parseArgs({
   options: {
@@ -69,31 +70,6 @@ const pool = 'stages';
 /** `--windows`: the width of a window of due times, and what counts as late. */
 const windowMs = 250;
 const lateMs = 5;
-
-/** User + system CPU of a process so far, all threads, in ms (Linux /proc). */
-function processCpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  const ticksPerS = 100;
-  return ((Number(fields[11]) + Number(fields[12])) * 1_000) / ticksPerS;
-}
-
-/**
- * CPU of every PostgreSQL process on the machine so far, in ms (backends, WAL writer,
- * checkpointer, autovacuum): with `--store postgres` nothing else uses the server meanwhile.
- */
-function postgresCpuMs(): number {
-  let totalMs = 0;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() !== 'postgres') continue;
-      totalMs += processCpuMs(Number(entry));
-    } catch {
-      // The process ended between the listing and the read.
-    }
-  }
-  return totalMs;
-}
 
 /** Time a process's main thread spent runnable but waiting for a CPU, and its slices (Linux /proc schedstat). */
 function runQueueWait(pid: number | 'self'): { waitNs: number; slices: number } {
