@@ -10,7 +10,7 @@
  * Jobs are due in an hour, so nothing fires. A warm-up of `--warmup` creates comes first.
  *
  *   node --import tsx bench/create-cpu-split.ts [--store sqlite|postgres] [--mode batch|coalesced|single]
- *     [--creates 100000] [--warmup 20000] [--lanes 2] [--cpu-prof-dir DIR]
+ *     [--creates 100000] [--warmup 20000] [--lanes 2] [--clients 1] [--cpu-prof-dir DIR]
  *
  * `TICKLER_BENCH_CLI=/other/tree/bin/tickler.js` runs another tree's server (built) for an A/B;
  * run the two alternately, as the load of a shared machine moves every figure.
@@ -28,6 +28,7 @@ const { values: options } = parseArgs({
     creates: { type: 'string', default: '100000' },
     warmup: { type: 'string', default: '20000' },
     lanes: { type: 'string', default: '2' },
+    clients: { type: 'string', default: '1' },
     'cpu-prof-dir': { type: 'string' },
   },
 });
@@ -43,7 +44,10 @@ const server = await startBenchServer({
   args: database === undefined ? [] : ['--store', database.url, '--node-id', 'create-cpu-split'],
   ...(options['cpu-prof-dir'] === undefined ? {} : { cpuProfileDir: options['cpu-prof-dir'] }),
 });
-const client = new TicklerClient({ baseUrl: server.url, requestTimeoutMs: 600_000, coalesceCreates: options.mode === 'coalesced' });
+// `--clients N` splits the callers among N clients (each coalesces its own: N requests in flight).
+const clients = Array.from({ length: Number(options.clients) },
+  () => new TicklerClient({ baseUrl: server.url, requestTimeoutMs: 600_000, coalesceCreates: options.mode === 'coalesced' }));
+const client = clients[0]!;
 const dueAtMs = Date.now() + 3_600_000;
 const jobOf = (index: number) => ({ schedule: { at: new Date(dueAtMs).toISOString() }, pool: 'p', payload: { i: index, due: dueAtMs } });
 
@@ -58,12 +62,13 @@ async function create(count: number): Promise<number> {
       if (results.some((result) => !('job_id' in result))) throw new Error('a batch item failed');
     }
   };
-  const caller = async (): Promise<void> => {
-    while (next < count) await client.createJobId(jobOf(next++));
+  const caller = async (callerIndex: number): Promise<void> => {
+    const own = clients[callerIndex % clients.length]!;
+    while (next < count) await own.createJobId(jobOf(next++));
   };
   const startedMs = performance.now();
   if (options.mode === 'batch') await Promise.all(Array.from({ length: Number(options.lanes) }, batchLane));
-  else await Promise.all(Array.from({ length: callers }, caller));
+  else await Promise.all(Array.from({ length: callers }, (_, callerIndex) => caller(callerIndex)));
   return count / ((performance.now() - startedMs) / 1_000);
 }
 
@@ -76,7 +81,7 @@ try {
   const rate = await create(creates);
   const clientUs = process.cpuUsage(clientBefore);
   const perCreateUs = (cpuMs: number): string => ((cpuMs * 1_000) / creates).toFixed(1);
-  console.log(`${options.store} ${options.mode}${options.mode === 'batch' ? ` (${options.lanes} lanes of ${batchSize})` : ` (${callers} callers)`}: ` +
+  console.log(`${options.store} ${options.mode}${options.mode === 'batch' ? ` (${options.lanes} lanes of ${batchSize})` : ` (${callers} callers, ${clients.length} client${clients.length === 1 ? '' : 's'})`}: ` +
     `${Math.round(rate)} creates/s; CPU per create: server ${perCreateUs(processCpuMs(server.pid) - serverBeforeMs)} us` +
     (database === undefined ? '' : `, postgres ${perCreateUs(postgresCpuMs() - postgresBeforeMs)} us`) +
     `, this client ${((clientUs.user + clientUs.system) / creates).toFixed(1)} us`);
