@@ -39,6 +39,8 @@ export interface ServeOptions {
   startAtMs: number | null;
   logLevel: string;
   cronToleranceDefaultS?: number;
+  /** A one-shot job already due is dispatched by its create (default true; `TICKLER_DISPATCH_AT_CREATE=0`). */
+  dispatchAtCreate?: boolean;
   timing?: Partial<TimingConfig>;
   payloadBytesMax?: number;
 }
@@ -116,6 +118,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       apiKeys: options.apiKeys,
       payloadBytesMax: options.payloadBytesMax ?? payloadBytesMax,
       cronToleranceDefaultS: options.cronToleranceDefaultS ?? cronToleranceSecondsDefault,
+      dispatchAtCreate: options.dispatchAtCreate !== false,
     },
     readiness: async () => {
       await store.ping();

@@ -46,6 +46,8 @@ export interface ApiConfig {
   apiKeys: Map<string, string> | null;
   payloadBytesMax: number;
   cronToleranceDefaultS: number;
+  /** `JobServiceDeps.dispatchAtCreate`; on unless false. */
+  dispatchAtCreate?: boolean;
 }
 
 export interface AppDeps {
@@ -106,6 +108,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     jobs: new JobService({
       store: deps.store, clock: deps.clock, metrics: deps.metrics,
       cronToleranceDefaultS: deps.config.cronToleranceDefaultS, payloadBytesMax: deps.config.payloadBytesMax,
+      dispatchAtCreate: deps.config.dispatchAtCreate !== false,
     }),
     runs: new RunService({ store: deps.store, clock: deps.clock, metrics: deps.metrics, resultBytesMax: limits.resultBytesMax }),
     waiters: new LeaseWaiters(deps.store, deps.clock, deps.logger),

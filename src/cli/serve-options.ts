@@ -71,6 +71,7 @@ export function resolveServeOptions(flags: ServeFlags, env: Environment, readFil
   const cronToleranceDefaultS = pick(flags.cronToleranceDefaultS, 'CRON_TOLERANCE_DEFAULT_S');
   const payloadBytesMax = pick(flags.payloadBytesMax, 'PAYLOAD_BYTES_MAX');
   const timing = timingFromEnv(env);
+  const dispatchAtCreate = nonEmpty(env['TICKLER_DISPATCH_AT_CREATE']);
   return {
     host,
     port: integerIn(pick(flags.port, 'PORT') ?? String(serveDefaults.port), 'port', 0, 65_535),
@@ -89,6 +90,7 @@ export function resolveServeOptions(flags: ServeFlags, env: Environment, readFil
       ? {}
       : { payloadBytesMax: integerIn(payloadBytesMax, 'payload-bytes-max', 1, 16 * 1_048_576) }),
     ...(Object.keys(timing).length === 0 ? {} : { timing }),
+    ...(dispatchAtCreate === undefined ? {} : { dispatchAtCreate: switchOf(dispatchAtCreate, 'TICKLER_DISPATCH_AT_CREATE') }),
   };
 }
 
@@ -190,6 +192,14 @@ function instantOf(text: string, name: string): number {
 
 function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value === '' ? undefined : value;
+}
+
+/** An on/off environment setting; anything else is a usage error, not a silent default. */
+function switchOf(value: string, name: string): boolean {
+  const lower = value.toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(lower)) return true;
+  if (['0', 'false', 'no', 'off'].includes(lower)) return false;
+  throw new CliUsageError(`${name} must be 1 or 0 (on or off), not ${JSON.stringify(value)}`);
 }
 
 function isTrue(value: string | undefined): boolean {

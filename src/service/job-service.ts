@@ -9,9 +9,9 @@ import type { Metrics } from '../obs/metrics.js';
 import type { JobRecord, JobState, Page, RunRecord } from '../domain/types.js';
 import { newJobId, runIdOf, sha256Hex, shardOf } from '../domain/identity.js';
 import { compileSchedule } from '../domain/schedule.js';
-import { firstTimer } from '../domain/firing-plan.js';
+import { firstTimer, planFiring } from '../domain/firing-plan.js';
 import type {
-  CreateJobInput, JobChange, JobListFilter, SilentJob, Store, TeamScope, TimerWrite,
+  CreateJobInput, CreateJobOutcome, JobChange, JobListFilter, SilentJob, Store, TeamScope, TimerWrite,
 } from '../store/store.js';
 import type { JobCreateBody, JobPatchBody } from '../api/schemas.js';
 import { decodeCursor, encodeCursor } from '../store/cursor.js';
@@ -24,6 +24,12 @@ export interface JobServiceDeps {
   metrics: Metrics;
   cronToleranceDefaultS: number;
   payloadBytesMax: number;
+  /**
+   * A one-shot job already due when created is dispatched by its create (`CreateJobInput.dueNow`,
+   * docs/API.md, "Jobs due when created"). On unless false (`TICKLER_DISPATCH_AT_CREATE=0`): then its
+   * timer is written and the scheduler fires it, as every timer.
+   */
+  dispatchAtCreate?: boolean;
 }
 
 /**
@@ -127,6 +133,7 @@ export class JobService {
         }
       });
       this.deps.metrics.jobsCreatedTotal.inc(createdCount);
+      this.countDispatchedAtCreate(inputs, outcomes);
     }
     return results.map((result) => {
       if (result === null) throw new Error('createJobs answered fewer outcomes than inputs');
@@ -134,10 +141,36 @@ export class JobService {
     });
   }
 
+  /**
+   * The runs a create dispatched, counted and their fire lag observed as the scheduler's
+   * dispatcher does for the runs it dispatches (`tickler_dispatches_total`, `tickler_fire_lag_seconds`).
+   */
+  private countDispatchedAtCreate(inputs: readonly CreateJobInput[], outcomes: readonly CreateJobOutcome[]): void {
+    let committedAtMs: number | null = null;
+    inputs.forEach((input, position) => {
+      if (input.dueNow === undefined || outcomes[position]?.kind !== 'created') return;
+      committedAtMs ??= this.deps.clock.nowMs();
+      for (const occurrence of input.dueNow) {
+        this.deps.metrics.dispatchesTotal.inc({ status: occurrence.status });
+        if (occurrence.status === 'ready') {
+          this.deps.metrics.fireLagSeconds.observe({ lane: input.job.spec.lane },
+            Math.max(0, committedAtMs - occurrence.fireAtMs) / 1000);
+        }
+      }
+    });
+  }
+
   private prepareCreate(team: string, item: CreateItem, nowMs: number): CreateJobInput {
     const { spec, schedule } = specFromCreate(item.body, this.specContext(nowMs));
     const jobId = newJobId(nowMs);
-    const timer = firstTimer(jobId, spec, schedule, nowMs);
+    const firstFire = firstTimer(jobId, spec, schedule, nowMs);
+    // Due already: the occurrence is planned as a timer firing now would plan it and written
+    // by the create itself, with no timer, wheel or dispatch transaction between.
+    const dueNow = firstFire !== null && schedule.kind === 'once' && firstFire.fireAtMs <= nowMs &&
+      this.deps.dispatchAtCreate !== false
+      ? planFiring(jobId, spec, schedule, firstFire, nowMs).occurrences
+      : undefined;
+    const timer = dueNow === undefined ? firstFire : null;
     return {
       job: {
         jobId,
@@ -155,6 +188,7 @@ export class JobService {
         updatedAtMs: nowMs,
       },
       timer,
+      ...(dueNow === undefined ? {} : { dueNow }),
     };
   }
 

@@ -31,7 +31,18 @@ export interface CreateJobInput {
   job: JobRecord;
   /** The first timer, or null when the schedule has no occurrence to wait for. */
   timer: TimerWrite | null;
+  /**
+   * A one-shot job whose fire time had come when it was created is dispatched by its create
+   * (docs/API.md, "Jobs due when created"): its occurrence, planned as a timer firing now would plan it,
+   * is written as its run (with its `dispatched` or `skipped` event) in the create's
+   * transaction; `timer` is then null and the job `done`. Only a job that is created writes
+   * it (`existing` and `key_conflict` write nothing).
+   */
+  dueNow?: readonly OccurrenceWrite[];
 }
+
+/** The `dispatched` event's detail of a run dispatched by its job's create (`CreateJobInput.dueNow`). */
+export const dispatchedAtCreateDetail = { at_create: true } as const;
 
 export type CreateJobOutcome =
   | { kind: 'created'; job: JobRecord }

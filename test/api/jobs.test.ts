@@ -1,5 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { shardOf } from '../../src/domain/identity.js';
 import { cronJob, delayJob, startHarness, startMs, type Harness } from './harness.js';
 
 const iso = (ms: number): string => new Date(ms).toISOString();
@@ -58,12 +59,41 @@ describe('jobs API', () => {
     assert.equal(answer.json.next_scheduled_at, atIso);
   });
 
-  it('accepts an at in the past (one-shots always fire) and normalises it to UTC', async () => {
+  it('accepts an at in the past (one-shots always fire) and normalises it to UTC; the create dispatches it', async () => {
     const answer = await h.call('POST', '/v1/jobs', { body: { schedule: { at: '2026-02-01T10:00:00+01:00' }, pool: 'p' } });
     assert.equal(answer.status, 201);
     assert.deepEqual(answer.json.schedule, { at: '2026-02-01T09:00:00.000Z' });
-    assert.equal(answer.json.next_fire_at, '2026-02-01T09:00:00.000Z');
     assert.equal(answer.json.payload, null);
+    // Due already: its run was written by the create's own transaction, so the job is done
+    // and the run is in the ledger before the answer (docs/API.md, "Jobs due when created").
+    assert.equal(answer.json.state, 'done');
+    assert.equal(answer.json.next_fire_at, null);
+    const runs = await h.call('GET', `/v1/jobs/${answer.json.job_id}/runs`);
+    assert.equal(runs.status, 200);
+    assert.equal(runs.json.items.length, 1);
+    const run = runs.json.items[0];
+    assert.equal(run.status, 'ready');
+    assert.equal(run.scheduled_at, '2026-02-01T09:00:00.000Z');
+    assert.equal(run.fire_at, '2026-02-01T09:00:00.000Z');
+    assert.equal(run.dispatched_at, iso(h.clock.nowMs()));
+    const detail = await h.call('GET', `/v1/runs/${run.run_id}`);
+    assert.deepEqual(detail.json.events.map((event: { type: string; detail: unknown }) => [event.type, event.detail]),
+      [['dispatched', { at_create: true }]]);
+  });
+
+  it('a one-shot due at its create counts as dispatched: tickler_dispatches_total and the fire lag', async () => {
+    const before = await h.call('GET', '/metrics');
+    const countOf = (text: string): number => Number(/^tickler_dispatches_total\{status="ready"\} (\d+)/m.exec(text)?.[1] ?? 0);
+    const lagCountOf = (text: string): number => Number(/^tickler_fire_lag_seconds_count\{lane="P0"\} (\d+)/m.exec(text)?.[1] ?? 0);
+    const answer = await h.call('POST', '/v1/jobs:batch', { body: { jobs: [
+      { schedule: { delay_s: 0 }, pool: 'p', lane: 'P0' },
+      { schedule: { delay_s: 0 }, pool: 'p', lane: 'P0' },
+      { schedule: { delay_s: 60 }, pool: 'p', lane: 'P0' },
+    ] } });
+    assert.deepEqual(answer.json.results.map((item: { job: { state: string } }) => item.job.state), ['done', 'done', 'active']);
+    const after = await h.call('GET', '/metrics');
+    assert.equal(countOf(after.text) - countOf(before.text), 2);
+    assert.equal(lagCountOf(after.text) - lagCountOf(before.text), 2);
   });
 
   it('answers the existing job for a repeated key and body, 409 for another body', async () => {
@@ -417,5 +447,27 @@ describe('jobs API: batch and preview', () => {
     assert.equal(tooMany.json.error.field, 'count');
     const stringCount = await h.call('GET', '/v1/schedules/preview?cron=0+*+*+*+*&count=ten');
     assert.equal(stringCount.status, 400);
+  });
+});
+
+describe('jobs API with dispatching at create turned off (TICKLER_DISPATCH_AT_CREATE=0)', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness({ config: { dispatchAtCreate: false } });
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  it('writes the timer of a job due at its create, for the scheduler to fire, as before', async () => {
+    const answer = await h.call('POST', '/v1/jobs', { body: { schedule: { at: '2026-02-01T10:00:00+01:00' }, pool: 'p' } });
+    assert.equal(answer.status, 201);
+    assert.equal(answer.json.state, 'active');
+    assert.equal(answer.json.next_fire_at, '2026-02-01T09:00:00.000Z');
+    const runs = await h.call('GET', `/v1/jobs/${answer.json.job_id}/runs`);
+    assert.deepEqual(runs.json.items, []);
+    const timers = await h.store.loadTimers({ shards: [shardOf(answer.json.job_id)], untilMs: Number.MAX_SAFE_INTEGER, limit: 100 });
+    assert.deepEqual(timers.filter((timer) => timer.jobId === answer.json.job_id).map((timer) => timer.fireAtMs),
+      [Date.parse('2026-02-01T09:00:00.000Z')]);
   });
 });

@@ -42,6 +42,15 @@ test('every flag falls back to TICKLER_<NAME>, and a flag wins over its variable
   assert.equal(resolveServeOptions({}, { TICKLER_PORT: '' }, noFile).port, 7070, 'an empty variable is unset');
 });
 
+test('TICKLER_DISPATCH_AT_CREATE turns dispatching due jobs at their create off or on; anything else is refused', () => {
+  assert.equal(resolveServeOptions({}, {}, noFile).dispatchAtCreate, undefined, 'unset: the server default (on)');
+  assert.equal(resolveServeOptions({}, { TICKLER_DISPATCH_AT_CREATE: '0' }, noFile).dispatchAtCreate, false);
+  assert.equal(resolveServeOptions({}, { TICKLER_DISPATCH_AT_CREATE: 'off' }, noFile).dispatchAtCreate, false);
+  assert.equal(resolveServeOptions({}, { TICKLER_DISPATCH_AT_CREATE: '1' }, noFile).dispatchAtCreate, true);
+  assert.throws(() => resolveServeOptions({}, { TICKLER_DISPATCH_AT_CREATE: 'maybe' }, noFile),
+    usageError(/TICKLER_DISPATCH_AT_CREATE must be 1 or 0/));
+});
+
 test('api keys: a team=KEY file, a JSON file, inline TICKLER_API_KEYS; the flag wins', () => {
   const files: Record<string, string> = {
     'keys.txt': '# teams\nteam-a = KEY1\n\nadmin=KEY0\n',

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { runIdOf } from '../../src/domain/identity.js';
-import type { Store } from '../../src/store/store.js';
+import type { OccurrenceWrite, Store } from '../../src/store/store.js';
 import {
   createJob, dispatchItem, firePending, jobRecord, jobSpec, leaseTtlMs, minuteMs, ownShard, pendingTimerOf,
   t0Ms, timerAt, withStore, type OpenStore,
@@ -238,6 +238,57 @@ function runDispatchTests(open: OpenStore): void {
 }
 
 function runJobWriteTests(open: OpenStore): void {
+  void it('dispatches a job due at its create in the create: its run is leasable at once, with no timer; a repeated key writes none', () =>
+    withStore(open, async (store) => {
+      const dueMs = t0Ms - 5_000;
+      const oneShot = (key: string | null, hash: string) => ({
+        ...jobRecord(jobSpec({ key, schedule: { at: new Date(dueMs).toISOString() } }), t0Ms, 'team-a', hash),
+        state: 'done' as const,
+      });
+      const ready: OccurrenceWrite = { scheduledAtMs: dueMs, fireAtMs: dueMs, status: 'ready' };
+      const skipped: OccurrenceWrite = { scheduledAtMs: dueMs, fireAtMs: dueMs, status: 'skipped_outage', reason: 'too old' };
+      const plain = oneShot(null, 'hash-plain');
+      const keyed = oneShot('due-now', 'hash-keyed');
+      const old = oneShot(null, 'hash-old');
+      const outcomes = await store.createJobs([
+        { job: plain, timer: null, dueNow: [ready] },
+        { job: keyed, timer: null, dueNow: [ready] },
+        { job: old, timer: null, dueNow: [skipped] },
+      ], t0Ms);
+      assert.deepEqual(outcomes.map((outcome) => outcome.kind), ['created', 'created', 'created']);
+
+      for (const job of [plain, keyed, old]) {
+        assert.equal(await pendingTimerOf(store, job), undefined, 'a job dispatched at its create has no timer');
+        const stored = await store.getJob(null, job.jobId);
+        assert.equal(stored?.state, 'done');
+        assert.equal(stored?.nextFireAtMs, null);
+      }
+      const run = await store.getRun('team-a', runIdOf(plain.jobId, dueMs));
+      assert.equal(run?.status, 'ready');
+      assert.equal(run?.dispatchedAtMs, t0Ms);
+      assert.equal(run?.fireAtMs, dueMs);
+      assert.deepEqual(run?.events.map((event) => [event.type, event.fromStatus, event.toStatus, event.detail]),
+        [['dispatched', null, 'ready', { at_create: true }]]);
+      const skippedRun = await store.getRun('team-a', runIdOf(old.jobId, dueMs));
+      assert.equal(skippedRun?.status, 'skipped_outage');
+      assert.equal(skippedRun?.lastError, 'too old');
+      assert.deepEqual(skippedRun?.events.map((event) => [event.type, event.toStatus, event.detail]),
+        [['skipped', 'skipped_outage', { reason: 'too old' }]]);
+
+      // Leasable now, by any worker of the pool: the two ready runs and not the skipped one.
+      const leased = await store.leaseRuns({ team: null, pool: 'pool-a', max: 10, leaseMs: null, workerId: 'w', nowMs: t0Ms });
+      assert.deepEqual(leased.map((item) => item.runId).sort(),
+        [runIdOf(plain.jobId, dueMs), runIdOf(keyed.jobId, dueMs)].sort());
+
+      // The same key again, as a retried request would send it: the job that exists answers,
+      // and the repeat's own job id has no run.
+      const repeat = oneShot('due-now', 'hash-keyed');
+      const [again] = await store.createJobs([{ job: repeat, timer: null, dueNow: [ready] }], t0Ms + 1);
+      assert.equal(again?.kind, 'existing');
+      assert.equal(again?.job.jobId, keyed.jobId);
+      assert.equal(await store.getRun(null, runIdOf(repeat.jobId, dueMs)), null);
+    }));
+
   void it('answers existing for the same key and body, key_conflict for another body, per team', () =>
     withStore(open, async (store) => {
       const spec = jobSpec({ key: 'invoice-export' });

@@ -7,13 +7,16 @@
  * each other instead of failing.
  */
 import assert from 'node:assert/strict';
+import { runIdOf } from '../../domain/identity.js';
 import type { JobRecord } from '../../domain/types.js';
-import type { CreateJobInput, CreateJobOutcome } from '../store.js';
+import { dispatchedAtCreateDetail, type CreateJobInput, type CreateJobOutcome } from '../store.js';
 import { jsonTextArray, numberArray, textArray } from './array-literals.js';
 import type { Transaction } from './connection.js';
 import { specJsonForWrite } from '../../domain/spec-json.js';
 import { jobColumns, jobFromRow, type JobRow } from './rows.js';
-import { collectNearTimer, insertTimers, newTimerId, type NewTimer } from './writes.js';
+import {
+  appendEvents, collectNearTimer, insertRuns, insertTimers, newTimerId, type NewRun, type NewRunEvent, type NewTimer,
+} from './writes.js';
 
 export interface CreateItem {
   input: CreateJobInput;
@@ -23,6 +26,7 @@ export interface CreateItem {
 interface Prepared {
   job: JobRecord;
   timer: NewTimer | null;
+  dueNow: CreateJobInput['dueNow'];
   nowMs: number;
 }
 
@@ -38,6 +42,7 @@ function prepare(item: CreateItem): Prepared {
   return {
     job: { ...job, nextFireAtMs: timer?.fireAtMs ?? null, nextScheduledAtMs: timer?.scheduledAtMs ?? null },
     timer: written,
+    dueNow: item.input.dueNow,
     nowMs: item.nowMs,
   };
 }
@@ -67,6 +72,7 @@ export async function createJobsWithin(transaction: Transaction, items: readonly
       collectNearTimer(transaction, item.timer, item.job.version, item.job.spec, item.nowMs, nearHorizonMs);
     }
   }
+  await dispatchAtCreate(transaction, created);
 
   return prepared.map((item, index): CreateJobOutcome => {
     const key = keyOf(item.job);
@@ -80,6 +86,39 @@ export async function createJobsWithin(transaction: Transaction, items: readonly
       ? { kind: 'existing', job: holder }
       : { kind: 'key_conflict', job: holder };
   });
+}
+
+/**
+ * Jobs due when created are dispatched here, as the dispatcher would at their fire time:
+ * their runs (ready now, or skipped as planned) with the runs' first events. The jobs are
+ * new, so none has a run yet and no overlap policy applies; no shard token fences these
+ * writes, as none fences a trigger: a create is the client's own request, not a timer a
+ * stale node may still hold (docs/API.md, "Jobs due when created").
+ */
+async function dispatchAtCreate(transaction: Transaction, created: readonly Prepared[]): Promise<void> {
+  const runs: NewRun[] = [];
+  const events: NewRunEvent[] = [];
+  for (const { job, dueNow, nowMs } of created) {
+    if (dueNow === undefined) continue;
+    for (const occurrence of dueNow) {
+      const ready = occurrence.status === 'ready';
+      const lastError = ready ? null : occurrence.reason ?? occurrence.status;
+      const runId = runIdOf(job.jobId, occurrence.scheduledAtMs);
+      runs.push({
+        runId, jobId: job.jobId, team: job.team, pool: job.spec.pool, lane: job.spec.lane,
+        scheduledAtMs: occurrence.scheduledAtMs, fireAtMs: occurrence.fireAtMs, dispatchedAtMs: nowMs,
+        status: occurrence.status, lastError, readyAtMs: ready ? nowMs : null, finishedAtMs: ready ? null : nowMs, held: false,
+      });
+      events.push({
+        runId, atMs: nowMs, type: ready ? 'dispatched' : 'skipped', fromStatus: null, toStatus: occurrence.status,
+        detail: ready ? dispatchedAtCreateDetail : { reason: lastError },
+      });
+      if (ready) transaction.readyPools.add(job.spec.pool);
+    }
+  }
+  if (runs.length === 0) return;
+  await insertRuns(transaction, runs);
+  await appendEvents(transaction, events);
 }
 
 /**

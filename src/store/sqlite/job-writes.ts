@@ -9,9 +9,9 @@ import { bucketOf, runIdOf } from '../../domain/identity.js';
 import { specJsonForWrite } from '../../domain/spec-json.js';
 import type { JobRecord, RunRecord } from '../../domain/types.js';
 import {
-  jobCancelledBeforeDueReason, jobChangedBeforeDueReason,
+  dispatchedAtCreateDetail, jobCancelledBeforeDueReason, jobChangedBeforeDueReason,
   type CreateJobInput, type CreateJobOutcome, type JobChange, type JobChangeOutcome, type LoadedTimer, type TeamScope,
-  type TimerWrite,
+  type OccurrenceWrite, type TimerWrite,
 } from '../store.js';
 import { jobFromRow, jobSelectSql, jobToParams, runFromRow, type JobColumns, type JobRow } from './rows.js';
 import { NearTimerBatch, type RunTable, type TimerTable } from './tables.js';
@@ -53,6 +53,8 @@ const timerColumnCount = 5;
  * 100 rows bind 1,200 parameters, far below SQLite's limit of 32,766.
  */
 const rowsPerInsert = 100;
+
+const dispatchedAtCreateJson = JSON.stringify(dispatchedAtCreateDetail);
 
 function insertSql(table: string, columns: string, columnCount: number, rows: number): string {
   const row = `(${new Array<string>(columnCount).fill('?').join(', ')})`;
@@ -156,6 +158,7 @@ export class JobWrites {
    */
   create(items: readonly CreateJobInput[], nowMs: number): { outcomes: CreateJobOutcome[]; effects: WriteEffects } {
     const near = new NearTimerBatch(nowMs + this.nearHorizonMs, this.wantsNearTimers());
+    const readyPools: string[] = [];
     // Timers inside the near horizon are announced with their ids, so they are inserted one
     // by one (a multi-row INSERT tells only the last id); the others wait in `timerRows`.
     const nearEndMs = this.wantsNearTimers() ? nowMs + this.nearHorizonMs : -Infinity;
@@ -166,7 +169,7 @@ export class JobWrites {
       // write transaction: no other connection inserts a job between this read and the inserts.
       this.nextJobSeq = this.selectLastJobSeq.get()! + 1;
       try {
-        const outcomes = items.map((item) => this.createOne(item, near, nearEndMs));
+        const outcomes = items.map((item) => this.createOne(item, near, nearEndMs, nowMs, readyPools));
         this.flushRows();
         return outcomes;
       } catch (error) {
@@ -177,7 +180,7 @@ export class JobWrites {
       }
     };
     const outcomes = atomically(this.db, createAll);
-    return { outcomes, effects: { nearTimers: near.timers, readyPools: [] } };
+    return { outcomes, effects: { nearTimers: near.timers, readyPools } };
   }
 
   private flushRows(): void {
@@ -185,7 +188,8 @@ export class JobWrites {
     this.timerRows.flush();
   }
 
-  private createOne(item: CreateJobInput, near: NearTimerBatch, nearEndMs: number): CreateJobOutcome {
+  private createOne(item: CreateJobInput, near: NearTimerBatch, nearEndMs: number, nowMs: number,
+    readyPools: string[]): CreateJobOutcome {
     const key = item.job.spec.key;
     const timer = item.timer;
     const nextFireAtMs = timer?.fireAtMs ?? null;
@@ -217,7 +221,32 @@ export class JobWrites {
         this.timerRows.add(jobSeq, job.shard, bucketOf(timer.fireAtMs), timer.fireAtMs, timer.scheduledAtMs);
       }
     }
+    if (item.dueNow !== undefined) this.dispatchAtCreate(job, jobSeq, item.dueNow, nowMs, readyPools);
     return { kind: 'created', job };
+  }
+
+  /**
+   * A job due when created is dispatched here, as the dispatcher would at its fire time: its
+   * run (ready now, or skipped as planned) and that run's first event. The job is new, so no
+   * run of it exists and no overlap policy applies; no shard token fences it, as none fences
+   * a trigger: the create is the client's own request, not a timer a stale node may hold.
+   */
+  private dispatchAtCreate(job: JobRecord, jobSeq: number, occurrences: readonly OccurrenceWrite[], nowMs: number,
+    readyPools: string[]): void {
+    for (const occurrence of occurrences) {
+      const ready = occurrence.status === 'ready';
+      const lastError = ready ? null : occurrence.reason ?? occurrence.status;
+      const runSeq = this.runs.insertReturningSeq({
+        runId: runIdOf(job.jobId, occurrence.scheduledAtMs), jobId: job.jobId, jobSeq, team: job.team,
+        pool: job.spec.pool, lane: job.spec.lane, scheduledAtMs: occurrence.scheduledAtMs, fireAtMs: occurrence.fireAtMs,
+        dispatchedAtMs: nowMs, status: occurrence.status, lastError, readyAtMs: ready ? nowMs : null,
+        finishedAtMs: ready ? null : nowMs, held: false,
+      });
+      if (runSeq === null) continue; // a run id of a job created just now cannot exist; invariant 1 holds regardless
+      this.runs.eventOfSeq(runSeq, nowMs, ready ? 'dispatched' : 'skipped', null, occurrence.status,
+        ready ? dispatchedAtCreateJson : JSON.stringify({ reason: lastError }));
+      if (ready) readyPools.push(job.spec.pool);
+    }
   }
 
   getVisible(team: TeamScope, jobId: string): JobRow | undefined {
