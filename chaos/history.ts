@@ -173,6 +173,8 @@ export interface LedgerRunEvent {
   attempt?: number;
   /** A `dispatched` event of a run written ahead of its fire time (leasable from its `fire_at`). */
   ahead?: true;
+  /** A `dispatched` event written by its job's create, the job being due when created. */
+  atCreate?: true;
 }
 
 /** One run of the ledger dump, taken after the drain. */

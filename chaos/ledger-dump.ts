@@ -37,6 +37,7 @@ function eventsOf(run: Run): LedgerRunEvent[] {
       toStatus: event.to_status ?? null,
       ...(typeof attempt === 'number' ? { attempt } : {}),
       ...(event.type === 'dispatched' && event.detail?.['ahead'] === true ? { ahead: true as const } : {}),
+      ...(event.type === 'dispatched' && event.detail?.['at_create'] === true ? { atCreate: true as const } : {}),
     };
   });
 }

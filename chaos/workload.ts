@@ -48,6 +48,12 @@ export interface WorkloadOptions {
   /** A one-shot is due this long after its create is sent. */
   dueAfterMsMin: number;
   dueAfterMsMax: number;
+  /**
+   * Every this-many-th one-shot is due when its create is sent ("run this now"), so the run
+   * is written by the create itself (README, "A job due when created"); 0 for none. Chosen by
+   * index, not by the PRNG, so the rest of the plan is the same with or without them.
+   */
+  dueAtCreateEvery: number;
   /** Share of one-shots whose cancel is sent within ±`cancelRaceMs` of their fire time. */
   racingCancelShare: number;
   cancelRaceMs: number;
@@ -58,6 +64,7 @@ export const workloadDefaults: Omit<WorkloadOptions, 'faultPhaseMs'> = {
   oneShotsPerSecond: 8,
   dueAfterMsMin: 1_500,
   dueAfterMsMax: 12_000,
+  dueAtCreateEvery: 10,
   racingCancelShare: 0.1,
   cancelRaceMs: 400,
 };
@@ -86,7 +93,9 @@ export function planWorkload(prng: Prng, options: WorkloadOptions): WorkloadPlan
   const oneShotCount = Math.floor((options.faultPhaseMs / 1_000) * options.oneShotsPerSecond);
   for (let index = 0; index < oneShotCount; index++) {
     const sendOffsetMs = Math.round((index / options.oneShotsPerSecond) * 1_000);
-    const dueOffsetMs = sendOffsetMs + Math.round(prng.between(options.dueAfterMsMin, options.dueAfterMsMax));
+    const dueAfterMs = Math.round(prng.between(options.dueAfterMsMin, options.dueAfterMsMax));
+    const dueAtCreate = options.dueAtCreateEvery > 0 && index % options.dueAtCreateEvery === options.dueAtCreateEvery - 1;
+    const dueOffsetMs = sendOffsetMs + (dueAtCreate ? 0 : dueAfterMs);
     const createId = `o${index}`;
     creates.push({ createId, sendOffsetMs, schedule: { dueOffsetMs }, behaviour: prng.weighted(oneShotBehaviours) });
     if (prng.chance(options.racingCancelShare)) {

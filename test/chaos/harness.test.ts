@@ -128,6 +128,16 @@ void describe('workload plan', () => {
     }
     assert.ok(new Set(plan.creates.map((create) => create.behaviour)).size >= 4, 'handlers fail and outlive their lease too');
   });
+
+  void it('sends every tenth one-shot due at once, for the create to dispatch; the others 1.5-12 s ahead', () => {
+    const oneShots = plan.creates.filter((create) => 'dueOffsetMs' in create.schedule);
+    const leadOf = (create: (typeof oneShots)[number]): number =>
+      (create.schedule as { dueOffsetMs: number }).dueOffsetMs - create.sendOffsetMs;
+    const dueAtSend = oneShots.filter((create) => leadOf(create) === 0);
+    assert.equal(dueAtSend.length, oneShots.length / workloadDefaults.dueAtCreateEvery);
+    assert.ok(oneShots.filter((create) => leadOf(create) !== 0)
+      .every((create) => leadOf(create) >= workloadDefaults.dueAfterMsMin && leadOf(create) <= workloadDefaults.dueAfterMsMax));
+  });
 });
 
 void describe('history recorder', () => {
