@@ -7,6 +7,7 @@ import { idleBenchmark } from './bench-idle.js';
 import { memoryBenchmark } from './bench-memory.js';
 import { precisionBenchmark } from './bench-precision.js';
 import { restartBenchmark } from './bench-restart.js';
+import { runNowBenchmark } from './bench-run-now.js';
 import type { Benchmark } from './context.js';
 
 export const benchmarks: Benchmark[] = [
@@ -14,6 +15,7 @@ export const benchmarks: Benchmark[] = [
   precisionBenchmark,
   herdBenchmark,
   idleBenchmark,
+  runNowBenchmark,
   memoryBenchmark,
   restartBenchmark,
   cronHerdVirtualBenchmark,
