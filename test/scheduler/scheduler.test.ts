@@ -718,3 +718,43 @@ test('only a herd is dispatched ahead: a timer alone in its tick waits for its o
     await h.cleanup();
   }
 });
+
+test('a timer at its fire time goes before a herd\'s early work taken out of the wheel in the same pass', async () => {
+  const calls: { stages: (string | undefined)[]; jobIds: string[] }[] = [];
+  const h = await harness({
+    timing: { ...timing, dispatchAheadMinTimers: timingDefaults.dispatchAheadMinTimers },
+    wrap: (store) => new Proxy(store, {
+      get(target, property, receiver) {
+        if (property !== 'dispatch') return Reflect.get(target, property, receiver) as unknown;
+        return async (items: Parameters<Store['dispatch']>[0], nowMs: number) => {
+          calls.push({ stages: items.map((item) => item.stage), jobIds: items.map((item) => item.jobId) });
+          return target.dispatch(items, nowMs);
+        };
+      },
+    }),
+  });
+  try {
+    // 600 one-shots due at +30 s: a herd, written ahead from +20 s (more than one batch of 512).
+    // A lone one-shot due at +20.005 s is fired whole at its time. One virtual advance wakes the
+    // scheduler once for both (its virtual batch window), so one pass takes them together.
+    const herdAtMs = startMs + 30_000;
+    const herd = await h.store.createJobs(Array.from({ length: 600 }, () =>
+      jobInput(jobSpec({ at: new Date(herdAtMs).toISOString() }), startMs)), startMs);
+    const aloneAtMs = startMs + 20_005;
+    const alone = await createOneShot(h, aloneAtMs);
+    await h.clock.advance(20_010);
+    const withAlone = calls.findIndex((call) => call.jobIds.includes(alone.jobId));
+    const firstAhead = calls.findIndex((call) => call.stages.includes('ahead'));
+    assert.ok(withAlone >= 0 && firstAhead >= 0, `dispatched: ${JSON.stringify(calls.map((call) => call.jobIds.length))}`);
+    assert.ok(withAlone <= firstAhead, `the timer at its time went in dispatch call ${withAlone}, the early work from call ${firstAhead}`);
+    assert.equal(calls[withAlone]!.jobIds[0], alone.jobId, 'first in its transaction');
+    const run = await h.store.getRun(null, runIdOf(alone.jobId, aloneAtMs));
+    assert.equal(run?.dispatchedAtMs, aloneAtMs, 'fired whole at its time, when the pass woke');
+    // The herd was written ahead all the same, every member once.
+    const aheadJobIds = calls.flatMap((call) => call.jobIds.filter((_, index) => call.stages[index] === 'ahead'));
+    assert.equal(new Set(aheadJobIds).size, herd.length);
+    assertWrittenAhead(await h.store.getRun(null, runIdOf(herd.at(-1)!.job.jobId, herdAtMs)), herdAtMs, 'the herd\'s last', aloneAtMs);
+  } finally {
+    await h.cleanup();
+  }
+});
