@@ -28,7 +28,7 @@ import { prepared, type Transaction } from './connection.js';
 import { transaction, type StoreContext } from './context.js';
 import { leaseRunsWithin } from './worker-runs.js';
 import {
-  appendEvents, deleteTimers, insertRuns, insertTimers, newTimerId, type NewRun, type NewRunEvent, type NewTimer,
+  appendEvents, deleteTimers, insertRuns, insertTimers, newTimerId, occurrenceRun, type NewRun, type NewRunEvent, type NewTimer,
 } from './writes.js';
 
 interface LockedJob {
@@ -293,24 +293,16 @@ function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: Occurren
       if (!held) plan.readyPools.add(job.spec.pool);
     }
   }
-  const final = status !== 'ready';
   const outcome: RunOutcome = { runId, status, inserted: true };
-  plan.newRuns.set(runId, {
-    outcome,
-    run: {
-      runId, jobId: job.jobId, team: job.team, pool: job.spec.pool, lane: job.spec.lane,
-      scheduledAtMs: occurrence.scheduledAtMs, fireAtMs: occurrence.fireAtMs, dispatchedAtMs: plan.nowMs, status,
-      lastError, readyAtMs: final ? null : readyAtMs, finishedAtMs: final ? plan.nowMs : null,
-      held,
-    },
-  });
-  plan.events.push({
-    runId, atMs: plan.nowMs, type: final ? 'skipped' : 'dispatched', fromStatus: null, toStatus: status,
+  const { run, event } = occurrenceRun(job, occurrence, runId, plan.nowMs, {
+    status, lastError, held, readyAtMs,
     // The shard token in the ledger lets a history checker prove no stale token was accepted.
-    detail: final
-      ? (lastError !== null ? { reason: lastError } : null)
+    dispatchedDetail: status !== 'ready'
+      ? null
       : { shard_token: shardToken, ...(held ? { held: true } : {}), ...(readyAtMs > plan.nowMs ? { ahead: true } : {}) },
   });
+  plan.newRuns.set(runId, { outcome, run });
+  plan.events.push(event);
   return outcome;
 }
 

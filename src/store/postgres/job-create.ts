@@ -15,7 +15,7 @@ import type { Transaction } from './connection.js';
 import { specJsonForWrite } from '../../domain/spec-json.js';
 import { jobColumns, jobFromRow, type JobRow } from './rows.js';
 import {
-  appendEvents, collectNearTimer, insertRuns, insertTimers, newTimerId, type NewRun, type NewRunEvent, type NewTimer,
+  appendEvents, collectNearTimer, insertRuns, insertTimers, occurrenceRun, newTimerId, type NewRun, type NewRunEvent, type NewTimer,
 } from './writes.js';
 
 export interface CreateItem {
@@ -102,17 +102,12 @@ async function dispatchAtCreate(transaction: Transaction, created: readonly Prep
     if (dueNow === undefined) continue;
     for (const occurrence of dueNow) {
       const ready = occurrence.status === 'ready';
-      const lastError = ready ? null : occurrence.reason ?? occurrence.status;
-      const runId = runIdOf(job.jobId, occurrence.scheduledAtMs);
-      runs.push({
-        runId, jobId: job.jobId, team: job.team, pool: job.spec.pool, lane: job.spec.lane,
-        scheduledAtMs: occurrence.scheduledAtMs, fireAtMs: occurrence.fireAtMs, dispatchedAtMs: nowMs,
-        status: occurrence.status, lastError, readyAtMs: ready ? nowMs : null, finishedAtMs: ready ? null : nowMs, held: false,
+      const { run, event } = occurrenceRun(job, occurrence, runIdOf(job.jobId, occurrence.scheduledAtMs), nowMs, {
+        status: occurrence.status, lastError: ready ? null : occurrence.reason ?? occurrence.status, held: false,
+        readyAtMs: nowMs, dispatchedDetail: dispatchedAtCreateDetail,
       });
-      events.push({
-        runId, atMs: nowMs, type: ready ? 'dispatched' : 'skipped', fromStatus: null, toStatus: occurrence.status,
-        detail: ready ? dispatchedAtCreateDetail : { reason: lastError },
-      });
+      runs.push(run);
+      events.push(event);
       if (ready) transaction.readyPools.add(job.spec.pool);
     }
   }

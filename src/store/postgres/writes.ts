@@ -134,6 +134,42 @@ export interface NewRunEvent {
   detail?: Record<string, unknown> | null;
 }
 
+/** What the dispatch of an occurrence decided for its run. */
+export interface OccurrenceDecision {
+  /** `ready`, or a final status (skipped as planned or by the overlap policy). */
+  status: RunStatus;
+  /** A final status's reason. */
+  lastError: string | null;
+  held: boolean;
+  /** When a ready run becomes leasable: now, or its fire time for one written ahead. */
+  readyAtMs: number;
+  /** The `dispatched` event's detail, for a ready run. */
+  dispatchedDetail: Record<string, unknown> | null;
+}
+
+/**
+ * The run of a dispatched occurrence and its first event, `dispatched` (ready) or `skipped`
+ * (final now, with its reason), as the dispatcher and a create dispatching its due job both
+ * write them.
+ */
+export function occurrenceRun(job: { jobId: string; team: string; spec: Pick<JobSpec, 'pool' | 'lane'> },
+  occurrence: { scheduledAtMs: number; fireAtMs: number }, runId: string, nowMs: number, decision: OccurrenceDecision):
+  { run: NewRun; event: NewRunEvent } {
+  const final = decision.status !== 'ready';
+  return {
+    run: {
+      runId, jobId: job.jobId, team: job.team, pool: job.spec.pool, lane: job.spec.lane,
+      scheduledAtMs: occurrence.scheduledAtMs, fireAtMs: occurrence.fireAtMs, dispatchedAtMs: nowMs,
+      status: decision.status, lastError: decision.lastError, readyAtMs: final ? null : decision.readyAtMs,
+      finishedAtMs: final ? nowMs : null, held: decision.held,
+    },
+    event: {
+      runId, atMs: nowMs, type: final ? 'skipped' : 'dispatched', fromStatus: null, toStatus: decision.status,
+      detail: final ? (decision.lastError !== null ? { reason: decision.lastError } : null) : decision.dispatchedDetail,
+    },
+  };
+}
+
 const appendEventsSql = prepared(
   `INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::json[])`);

@@ -22,7 +22,7 @@ import type { Lane, OverlapPolicy, RunStatus } from '../../domain/types.js';
 import type { DispatchItem, DispatchResult, OccurrenceWrite } from '../store.js';
 import type { WriteEffects } from './job-writes.js';
 import { parseDecimalId } from './rows.js';
-import type { NewRun, RunTable, TimerTable } from './tables.js';
+import { runOfOccurrence, skippedDetailJson, type NewRun, type RunTable, type TimerTable } from './tables.js';
 import { atomically } from './atomically.js';
 
 type DispatchedRun = { runId: string; status: RunStatus; inserted: boolean };
@@ -226,16 +226,16 @@ export class Dispatcher {
     const runId = runIdOf(job.jobId, occurrence.scheduledAtMs);
     if (occurrence.status !== 'ready') {
       const reason = occurrence.reason ?? occurrence.status;
-      return this.insertRun(newRun(job, occurrence, runId, nowMs, occurrence.status, reason, false), 'skipped',
-        JSON.stringify({ reason }));
+      return this.insertRun(runOfOccurrence(job, occurrence, runId, nowMs, occurrence.status, reason, false), 'skipped',
+        skippedDetailJson(reason));
     }
     // `allow` never looks at earlier runs.
     const activeRuns = batch.activeRuns.get(job.jobId) ?? [];
     const decision = decideOverlap(job.overlap, job.overlap === 'allow' ? [] : activeRuns);
     if (decision.action === 'skip') {
       const reason = `overlap ${job.overlap}: an earlier run is still active`;
-      return this.insertRun(newRun(job, occurrence, runId, nowMs, 'skipped_overlap', reason, false), 'skipped',
-        JSON.stringify({ reason }));
+      return this.insertRun(runOfOccurrence(job, occurrence, runId, nowMs, 'skipped_overlap', reason, false), 'skipped',
+        skippedDetailJson(reason));
     }
     if (decision.action === 'replace') {
       // Cancelling writes to other runs, so it must not happen for an occurrence already
@@ -250,7 +250,7 @@ export class Dispatcher {
       activeRuns.length = 0;
     }
     const held = decision.action === 'hold';
-    const run = this.insertRun(newRun(job, occurrence, runId, nowMs, 'ready', null, held, readyAtMs), 'dispatched',
+    const run = this.insertRun(runOfOccurrence(job, occurrence, runId, nowMs, 'ready', null, held, readyAtMs), 'dispatched',
       held ? JSON.stringify({ shard_token: shardToken, held: true }) : dispatchedDetail(batch, shardToken, readyAtMs > nowMs));
     if (run.inserted) {
       // A later occurrence of this job in the batch sees this one as active.
@@ -269,27 +269,11 @@ export class Dispatcher {
    * written and the existing run's status is answered.
    */
   private insertRun(run: NewRun, eventType: string, detailJson: string): DispatchedRun {
-    const runSeq = this.runs.insertReturningSeq(run);
-    if (runSeq === null) {
+    if (this.runs.insertWithFirstEvent(run, eventType, detailJson) === null) {
       return { runId: run.runId, status: this.selectRunStatus.get(run.runId) as RunStatus, inserted: false };
     }
-    this.runs.eventOfSeq(runSeq, run.dispatchedAtMs, eventType, null, run.status, detailJson);
     return { runId: run.runId, status: run.status, inserted: true };
   }
-}
-
-/**
- * The run row of an occurrence; a ready one is leasable from `readyAtMs` (now, unless written
- * ahead of its fire time), any other is final now.
- */
-function newRun(job: DispatchJob, occurrence: OccurrenceWrite, runId: string, nowMs: number, status: RunStatus,
-  lastError: string | null, held: boolean, readyAtMs = nowMs): NewRun {
-  const ready = status === 'ready';
-  return {
-    runId, jobId: job.jobId, jobSeq: job.jobSeq, team: job.team, pool: job.pool, lane: job.lane,
-    scheduledAtMs: occurrence.scheduledAtMs, fireAtMs: occurrence.fireAtMs, dispatchedAtMs: nowMs,
-    status, lastError, readyAtMs: ready ? readyAtMs : null, finishedAtMs: ready ? null : nowMs, held,
-  };
 }
 
 /**

@@ -14,7 +14,7 @@ import {
   type OccurrenceWrite, type TimerWrite,
 } from '../store.js';
 import { jobFromRow, jobSelectSql, jobToParams, runFromRow, type JobColumns, type JobRow } from './rows.js';
-import { NearTimerBatch, type RunTable, type TimerTable } from './tables.js';
+import { NearTimerBatch, runOfOccurrence, skippedDetailJson, type RunTable, type TimerTable } from './tables.js';
 import { atomically } from './atomically.js';
 
 export interface WriteEffects {
@@ -233,19 +233,16 @@ export class JobWrites {
    */
   private dispatchAtCreate(job: JobRecord, jobSeq: number, occurrences: readonly OccurrenceWrite[], nowMs: number,
     readyPools: string[]): void {
+    const owner = { jobId: job.jobId, jobSeq, team: job.team, pool: job.spec.pool, lane: job.spec.lane };
     for (const occurrence of occurrences) {
       const ready = occurrence.status === 'ready';
-      const lastError = ready ? null : occurrence.reason ?? occurrence.status;
-      const runSeq = this.runs.insertReturningSeq({
-        runId: runIdOf(job.jobId, occurrence.scheduledAtMs), jobId: job.jobId, jobSeq, team: job.team,
-        pool: job.spec.pool, lane: job.spec.lane, scheduledAtMs: occurrence.scheduledAtMs, fireAtMs: occurrence.fireAtMs,
-        dispatchedAtMs: nowMs, status: occurrence.status, lastError, readyAtMs: ready ? nowMs : null,
-        finishedAtMs: ready ? null : nowMs, held: false,
-      });
-      if (runSeq === null) continue; // a run id of a job created just now cannot exist; invariant 1 holds regardless
-      this.runs.eventOfSeq(runSeq, nowMs, ready ? 'dispatched' : 'skipped', null, occurrence.status,
-        ready ? dispatchedAtCreateJson : JSON.stringify({ reason: lastError }));
-      if (ready) readyPools.push(job.spec.pool);
+      const reason = ready ? null : occurrence.reason ?? occurrence.status;
+      const run = runOfOccurrence(owner, occurrence, runIdOf(job.jobId, occurrence.scheduledAtMs), nowMs, occurrence.status,
+        reason, false);
+      // A run id of a job created just now cannot exist already; invariant 1 holds regardless.
+      const runSeq = this.runs.insertWithFirstEvent(run, ready ? 'dispatched' : 'skipped',
+        reason === null ? dispatchedAtCreateJson : skippedDetailJson(reason));
+      if (runSeq !== null && ready) readyPools.push(job.spec.pool);
     }
   }
 

@@ -7,7 +7,7 @@
 import type Database from 'better-sqlite3';
 import { bucketOf } from '../../domain/identity.js';
 import type { JobSpec, Lane, RunStatus } from '../../domain/types.js';
-import type { LoadedTimer, TimerWrite } from '../store.js';
+import type { LoadedTimer, OccurrenceWrite, TimerWrite } from '../store.js';
 import type { RunRow } from './rows.js';
 
 /**
@@ -127,6 +127,29 @@ export interface NewRun {
   held: boolean;
 }
 
+/** The job fields a run row copies. */
+export type RunOwner = Pick<NewRun, 'jobId' | 'jobSeq' | 'team' | 'pool' | 'lane'>;
+
+/**
+ * The run row of a dispatched occurrence, as the dispatcher and a create dispatching its due
+ * job both write it: a ready one is leasable from `readyAtMs` (now, unless written ahead of its
+ * fire time), any other is final now with `lastError` its reason.
+ */
+export function runOfOccurrence(owner: RunOwner, occurrence: Pick<OccurrenceWrite, 'scheduledAtMs' | 'fireAtMs'>,
+  runId: string, nowMs: number, status: RunStatus, lastError: string | null, held: boolean, readyAtMs = nowMs): NewRun {
+  const ready = status === 'ready';
+  return {
+    runId, jobId: owner.jobId, jobSeq: owner.jobSeq, team: owner.team, pool: owner.pool, lane: owner.lane,
+    scheduledAtMs: occurrence.scheduledAtMs, fireAtMs: occurrence.fireAtMs, dispatchedAtMs: nowMs,
+    status, lastError, readyAtMs: ready ? readyAtMs : null, finishedAtMs: ready ? null : nowMs, held,
+  };
+}
+
+/** The `skipped` event's detail for a run final at dispatch. */
+export function skippedDetailJson(reason: string): string {
+  return JSON.stringify({ reason });
+}
+
 export class RunTable {
   private readonly insert: Database.Statement<unknown[]>;
   private readonly selectById: Database.Statement<[string], RunRow>;
@@ -178,6 +201,16 @@ export class RunTable {
     const info = this.insert.run(run.runId, run.jobId, run.team, run.pool, run.lane, run.scheduledAtMs, run.fireAtMs,
       run.dispatchedAtMs, run.status, run.finishedAtMs, run.lastError, run.readyAtMs, run.held ? 1 : 0, run.jobSeq);
     return info.changes === 1 ? Number(info.lastInsertRowid) : null;
+  }
+
+  /**
+   * Inserts the run with its first event (`dispatched` or `skipped`) unless its run_id exists
+   * (invariant 1); answers the new run's seq, or null when it existed and nothing was written.
+   */
+  insertWithFirstEvent(run: NewRun, eventType: string, detailJson: string): number | null {
+    const runSeq = this.insertReturningSeq(run);
+    if (runSeq !== null) this.eventOfSeq(runSeq, run.dispatchedAtMs, eventType, null, run.status, detailJson);
+    return runSeq;
   }
 
   /** The job's active runs, by the job's seq. */
