@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import type { DispatchLeaseClaim, LeasedRun, Store } from '../../src/store/store.js';
 import type { JobSpec } from '../../src/domain/types.js';
 import {
-  createJob, firePending, heldBehindRunning, leaseOne, leaseTtlMs, minuteMs, t0Ms, withStore, type OpenStore,
+  createJob, firePending, heldBehindRunning, jobSpec, leaseOne, leaseTtlMs, minuteMs, t0Ms, withStore, type OpenStore,
 } from './conformance-fixtures.js';
 
 export function runWorkerConformance(open: OpenStore): void {
@@ -135,6 +135,33 @@ function runLeaseTests(open: OpenStore): void {
       assert.ok(leased.every((run) => run.leaseExpiresAtMs === dispatchedAtMs + 5_000), 'leaseMs overrides lease_s');
       assert.equal(new Set(leased.map((run) => run.fencingToken)).size, 3);
       assert.equal((await leaseOne(store, dispatchedAtMs, { team: null, pool: 'other-pool' }))?.team, 'team-a');
+    }));
+
+  void it('shares a pool among several workers leasing at once: each run once, written with the worker that got it', () =>
+    withStore(open, async (store) => {
+      const lanes = ['P2', 'P0', 'P1', 'P0', 'P2', 'P1', 'P0', 'P1', 'P2', 'P0', 'P1', 'P2'] as const;
+      const laneOf = new Map<string, string>();
+      for (const lane of lanes) laneOf.set((await readyRun(store, { lane })).runId, lane);
+      const ask = (workerId: string, leaseMs: number | null) =>
+        store.leaseRuns({ team: 'team-a', pool: 'pool-a', max: 3, leaseMs, workerId, nowMs: dispatchedAtMs });
+      // Five leases at once for 15 runs where 12 are ready; w4 asks for a lease length of its own.
+      const answers = await Promise.all([ask('w0', null), ask('w1', null), ask('w2', null), ask('w3', null), ask('w4', 5_000)]);
+      const leasedIds = answers.flat().map((run) => run.runId);
+      assert.deepEqual([...leasedIds].sort(), [...laneOf.keys()].sort(), 'every ready run leased, none twice');
+      assert.ok(answers.every((runs) => runs.length <= 3), 'no lease answered more than its max');
+      assert.deepEqual(answers[0]!.map((run) => laneOf.get(run.runId)), ['P0', 'P0', 'P0'], 'the first lease took the first runs');
+      const sameLength = answers.slice(0, 4).flat().map((run) => laneOf.get(run.runId)!);
+      assert.deepEqual(sameLength, [...sameLength].sort(), 'leases asked in turn take the runs in lane order');
+      for (const [index, runs] of answers.entries()) {
+        for (const leased of runs) {
+          const run = await store.getRun('team-a', leased.runId);
+          assert.equal(run?.workerId, `w${index}`);
+          assert.equal(run?.events.at(-1)?.type, 'leased');
+          assert.equal((run?.events.at(-1)?.detail as { workerId?: string } | null)?.workerId, `w${index}`);
+          assert.equal(leased.leaseExpiresAtMs, dispatchedAtMs + (index === 4 ? 5_000 : jobSpec().lease_s * 1_000),
+            `w${index}'s lease length`);
+        }
+      }
     }));
 
   void it('re-offers a run whose lease expired; the old token is then stale', () => withStore(open, async (store) => {

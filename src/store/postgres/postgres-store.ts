@@ -11,7 +11,7 @@
  * runs once at open, by the database's clock.
  */
 import type pg from 'pg';
-import { groupCommitMax, timingDefaults } from '../../limits.js';
+import { groupCommitMax, leaseBatchMax, timingDefaults } from '../../limits.js';
 import { isTicklerError } from '../../errors.js';
 import { silentLogger, type Logger } from '../../obs/log.js';
 import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
@@ -24,6 +24,7 @@ import { createPool, mapStoreError, poolSizeDefault, queryPool, withClient, type
 import { query, transaction, type StoreContext } from './context.js';
 import { dispatch } from './dispatch.js';
 import { GroupCommitter } from './group-commit.js';
+import { LeaseSharing } from './lease-sharing.js';
 import { createJobsWithin, type CreateItem } from './job-create.js';
 import { cancelJob, cancelJobs, cancelJobsByKeyPrefix, changeJob, getJob, listJobs, triggerJob } from './jobs.js';
 import { getRun, listRuns, replayRun } from './history.js';
@@ -36,7 +37,7 @@ import {
 } from './timers.js';
 import { completeRunsWithin } from './run-completion.js';
 import {
-  expireRunLeases, heartbeatRun, leaseRuns, nextReadyAtMs, nextRunDeadlineMs, releaseStrandedHeldRuns, shortenLeasesOfGoneNodes,
+  expireRunLeases, heartbeatRun, leaseRuns, leaseRunsShared, nextReadyAtMs, nextRunDeadlineMs, releaseStrandedHeldRuns, shortenLeasesOfGoneNodes,
 } from './worker-runs.js';
 
 export interface PostgresStoreOptions {
@@ -75,6 +76,7 @@ export class PostgresStore implements Store {
   readonly dispatchesAhead = true;
   private readonly creates: GroupCommitter<CreateItem, CreateJobOutcome>;
   private readonly completions: GroupCommitter<CompleteRequest, CompleteOutcome>;
+  private readonly leases: LeaseSharing;
   private closed = false;
   private dispatchLeaser: DispatchLeaser | null = null;
 
@@ -85,6 +87,8 @@ export class PostgresStore implements Store {
     this.completions = new GroupCommitter(
       (requests) => transaction(context, 'completeRun', (tx) => completeRunsWithin(tx, requests, context.random)),
       completionsPerCommitMax, commitsInFlightMax, isInputError);
+    this.leases = new LeaseSharing((request) => leaseRuns(context, request),
+      (requests) => leaseRunsShared(context, requests), leaseBatchMax);
   }
 
   get pool(): pg.Pool {
@@ -194,7 +198,7 @@ export class PostgresStore implements Store {
   }
 
   leaseRuns(request: LeaseRunsRequest): Promise<LeasedRun[]> {
-    return leaseRuns(this.context, request);
+    return this.leases.lease(request);
   }
 
   heartbeatRun(team: TeamScope, runId: string, fencingToken: string, nowMs: number): Promise<HeartbeatOutcome> {

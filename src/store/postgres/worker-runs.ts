@@ -17,8 +17,9 @@ import { hasAttemptsLeft } from '../../domain/retry.js';
 import type { RetrySpec, RunStatus } from '../../domain/types.js';
 import { readyMaxOf, type ExpiredLease, type HeartbeatOutcome, type LeaseRunsRequest, type LeasedRun, type TeamScope } from '../store.js';
 import { prepared, type Transaction } from './connection.js';
-import { textArray } from './array-literals.js';
+import { numberArray, textArray } from './array-literals.js';
 import { query, transaction, type StoreContext } from './context.js';
+import { oneStatementOf } from './lease-sharing.js';
 import { appendEvents, releaseHeldRuns } from './writes.js';
 
 export const tokenPattern = /^\d{1,19}$/;
@@ -43,26 +44,47 @@ export const tokenPattern = /^\d{1,19}$/;
  * second time, as its JSON text (`json` keeps the text it was given), which the lease answer
  * carries to the worker unparsed.
  */
-const leaseRunsSql = prepared(
-  `WITH picked AS (
-     SELECT r.ctid AS run_ctid, r.run_id, r.job_id, r.status AS from_status, q.due_at AS ready_at
+const leaseRunsSql = prepared(leaseStatementText('single'), { autocommit: true });
+
+/**
+ * The same lease for several requests at once (`leaseRunsShared`): up to the sum of their
+ * `max` runs, numbered in claim order and shared out in that order, each request's share
+ * written with its own worker id (`$6`, one per request) and answered with its 1-based index
+ * (`share`); `$10` holds the cumulative bounds (request k takes rows up to `$10[k]`).
+ */
+const leaseRunsSharedSql = prepared(leaseStatementText('shared'), { autocommit: true });
+
+function leaseStatementText(form: 'single' | 'shared'): string {
+  const shared = form === 'shared';
+  // A window function cannot sit beside FOR UPDATE: rows are numbered once claimed.
+  const claimed = shared
+    ? `, numbered AS (
+     SELECT c.*, (SELECT b.i FROM unnest($10::int[]) WITH ORDINALITY AS b(upto, i) WHERE b.upto >= c.rn ORDER BY b.i LIMIT 1)
+              AS share
+       FROM (SELECT picked.*, row_number() OVER (ORDER BY lane, ready_at, run_id) AS rn FROM picked) c
+   )`
+    : '';
+  const source = shared ? 'numbered' : 'picked';
+  const workerId = shared ? '($6::text[])[p.share]' : '$6';
+  return `WITH picked AS (
+     SELECT r.ctid AS run_ctid, r.run_id, r.job_id, r.status AS from_status, q.due_at AS ready_at${shared ? ', q.lane' : ''}
        FROM active_runs q JOIN runs r ON r.run_id = q.run_id AND r.status = q.status AND r.held = q.held
       WHERE q.pool = $1 AND q.status IN ('ready', 'retry_wait') AND NOT q.held AND q.due_at > $9::bigint AND q.due_at <= $2::bigint + $7::bigint
         AND ($3::text IS NULL OR q.team = $3)
       ORDER BY q.lane, q.due_at
       LIMIT $4
       FOR UPDATE OF r SKIP LOCKED
-   ), leased AS (
+   )${claimed}, leased AS (
      UPDATE runs r SET status = 'running', attempt = r.attempt + 1, fencing_token = nextval('tickler_tokens'),
                        lease_ms = COALESCE($5::int, s.lease_s * 1000),
                        lease_expires_at = GREATEST($2::bigint, p.ready_at) + COALESCE($5::int, s.lease_s * 1000),
-                       started_at = $2, worker_id = $6, ready_at = NULL
-       FROM picked p JOIN jobs j ON j.job_id = p.job_id
+                       started_at = $2, worker_id = ${workerId}, ready_at = NULL
+       FROM ${source} p JOIN jobs j ON j.job_id = p.job_id
             CROSS JOIN LATERAL json_to_record(j.spec) AS s(lease_s int, payload json)
       WHERE r.ctid = p.run_ctid
      RETURNING r.run_id, r.job_id, r.team, r.lane, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
                r.fencing_token::text AS fencing_token, r.lease_expires_at, p.from_status, s.payload::text AS payload,
-               p.ready_at
+               p.ready_at, r.worker_id${shared ? ', p.share' : ''}
    ), queued AS (
      UPDATE active_runs q SET status = 'running', due_at = leased.lease_expires_at, lease_node = $8
        FROM leased WHERE q.job_id = leased.job_id AND q.run_id = leased.run_id
@@ -70,14 +92,15 @@ const leaseRunsSql = prepared(
      INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
      SELECT run_id, $2, 'leased', from_status, 'running',
             CASE WHEN ready_at > $2::bigint
-                 THEN json_build_object('attempt', attempt, 'workerId', $6::text, 'readyAt', ready_at)
-                 ELSE json_build_object('attempt', attempt, 'workerId', $6::text) END
+                 THEN json_build_object('attempt', attempt, 'workerId', worker_id, 'readyAt', ready_at)
+                 ELSE json_build_object('attempt', attempt, 'workerId', worker_id) END
        FROM leased
    )
    SELECT run_id, job_id, team, attempt, scheduled_at, fire_at, dispatched_at, fencing_token, lease_expires_at, payload,
-          ready_at
+          ready_at${shared ? ', share' : ''}
      FROM leased
-    ORDER BY lane, scheduled_at`, { autocommit: true });
+    ORDER BY lane, scheduled_at`;
+}
 
 interface LeasedRow {
   run_id: string; job_id: string; team: string; attempt: number; scheduled_at: number; fire_at: number;
@@ -92,6 +115,31 @@ export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest
   }
   return leaseInPasses(request, context.leaseNodeId,
     async (parameters) => (await query<LeasedRow>(context, 'leaseRuns', leaseRunsSql, parameters)).rows);
+}
+
+/**
+ * Leases that share a share key (lease-sharing.ts: one team scope, lease length and
+ * look-ahead, each one statement) as one statement: the runs are claimed in order and shared
+ * out in request order, each request's written with its own worker id. Taken at the latest
+ * of the requests' times, which are all past by now.
+ */
+export async function leaseRunsShared(context: StoreContext, requests: readonly LeaseRunsRequest[]):
+  Promise<LeasedRun[][]> {
+  const first = requests[0]!;
+  const bounds: number[] = [];
+  let runs = 0;
+  for (const request of requests) {
+    runs += oneStatementOf(request)!.max;
+    bounds.push(runs);
+  }
+  const nowMs = Math.max(...requests.map((request) => request.nowMs));
+  const rows = (await query<LeasedRow & { share: number }>(context, 'leaseRuns', leaseRunsSharedSql, [
+    first.pool, nowMs, first.team, runs, first.leaseMs, textArray(requests.map((request) => request.workerId)),
+    oneStatementOf(first)!.aheadMs, context.leaseNodeId, noLowerBound, numberArray(bounds),
+  ])).rows;
+  const answers = requests.map((): LeasedRun[] => []);
+  for (const row of rows) answers[row.share - 1]!.push(leasedRunOf(row));
+  return answers;
 }
 
 /**
