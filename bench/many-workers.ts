@@ -7,7 +7,7 @@
  * run here) and of this process, which runs the workers.
  *
  *   node --import tsx bench/many-workers.ts [--store postgres|sqlite] [--workers 8]
- *     [--concurrency 10] [--runs 50000]
+ *     [--concurrency 10] [--runs 50000] [--cpu-prof-dir DIR]
  *
  * `TICKLER_BENCH_CLI=/other/tree/bin/tickler.js` runs another tree's server (built) for an A/B;
  * run the two alternately, as the load of a shared machine moves every figure.
@@ -24,6 +24,7 @@ const { values: options } = parseArgs({
     workers: { type: 'string', default: '8' },
     concurrency: { type: 'string', default: '10' },
     runs: { type: 'string', default: '50000' },
+    'cpu-prof-dir': { type: 'string' },
   },
 });
 if (!['sqlite', 'postgres'].includes(options.store)) throw new Error('--store is sqlite or postgres');
@@ -38,6 +39,7 @@ const database = options.store === 'postgres' ? await createFreshDatabase('many_
 const server = await startBenchServer({
   dataDir: dataDir.dir,
   args: database === undefined ? [] : ['--store', database.url, '--node-id', 'many-workers'],
+  ...(options['cpu-prof-dir'] === undefined ? {} : { cpuProfileDir: options['cpu-prof-dir'] }),
 });
 
 try {
