@@ -16,10 +16,9 @@
  * run the two alternately, as the load of a shared machine moves every figure.
  */
 import { parseArgs } from 'node:util';
-import { createFreshDatabase } from './peers/services.js';
 import { TicklerClient } from './peers/systems/tickler-sdk.js';
 import { postgresCpuMs, processCpuMs } from './proc-cpu.js';
-import { makeTempDir, startBenchServer } from './server-process.js';
+import { startStoreServer } from './store-server.js';
 
 const { values: options } = parseArgs({
   options: {
@@ -37,13 +36,9 @@ if (!['batch', 'coalesced', 'single'].includes(options.mode)) throw new Error('-
 const batchSize = 1_000;
 const callers = 64;
 
-const dataDir = makeTempDir('create-cpu-split-');
-const database = options.store === 'postgres' ? await createFreshDatabase('create_cpu_split') : undefined;
-const server = await startBenchServer({
-  dataDir: dataDir.dir,
-  args: database === undefined ? [] : ['--store', database.url, '--node-id', 'create-cpu-split'],
-  ...(options['cpu-prof-dir'] === undefined ? {} : { cpuProfileDir: options['cpu-prof-dir'] }),
-});
+const opened = await startStoreServer(options.store as 'sqlite' | 'postgres', 'create-cpu-split',
+  { cpuProfileDir: options['cpu-prof-dir'] });
+const { server, database } = opened;
 // `--clients N` splits the callers among N clients (each coalesces its own: N requests in flight).
 const clients = Array.from({ length: Number(options.clients) },
   () => new TicklerClient({ baseUrl: server.url, requestTimeoutMs: 600_000, coalesceCreates: options.mode === 'coalesced' }));
@@ -86,7 +81,5 @@ try {
     (database === undefined ? '' : `, postgres ${perCreateUs(postgresCpuMs() - postgresBeforeMs)} us`) +
     `, this client ${((clientUs.user + clientUs.system) / creates).toFixed(1)} us`);
 } finally {
-  await server.stop();
-  dataDir.remove();
-  await database?.drop();
+  await opened.close();
 }

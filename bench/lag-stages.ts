@@ -45,8 +45,8 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { batchJobsMax } from '../src/limits.js';
 import { createWorker } from '../src/worker/worker.js';
-import { makeTempDir, startBenchServer, type BenchServer } from './server-process.js';
-import { createFreshDatabase } from './peers/services.js';
+import type { BenchServer } from './server-process.js';
+import { startStoreServer } from './store-server.js';
 import { postgresCpuMs, processCpuMs } from './proc-cpu.js';
 
 const { values: options } = parseArgs({
@@ -81,12 +81,9 @@ function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
 }
 
-const dataDir = makeTempDir('lag-stages-');
-const database = options.store === 'postgres' ? await createFreshDatabase('lag_stages') : undefined;
-const server = await startBenchServer({
-  dataDir: dataDir.dir, ...(options['cpu-prof'] === undefined ? {} : { cpuProfileDir: options['cpu-prof'] }),
-  ...(database === undefined ? {} : { args: ['--store', database.url, '--node-id', 'lag-stages'] }),
-});
+const opened = await startStoreServer(options.store as 'sqlite' | 'postgres', 'lag-stages',
+  { cpuProfileDir: options['cpu-prof'] });
+const { server, database, dataDir } = opened;
 try {
   const client = server.client;
   for (let round = 1; round <= Number(options.rounds); round++) {
@@ -94,9 +91,7 @@ try {
     await measureRound(client, round);
   }
 } finally {
-  await server.stop();
-  await database?.drop();
-  dataDir.remove();
+  await opened.close();
 }
 
 async function measureRound(client: BenchServer['client'], round: number): Promise<void> {
@@ -250,7 +245,7 @@ interface RunTimes {
 /** Each run's fire, dispatch and lease times, read from the server's store after the round. */
 async function runTimesOf(round: number): Promise<RunTimes[]> {
   if (database === undefined) {
-    const db = new Database(join(dataDir.dir, 'tickler.db'), { readonly: true });
+    const db = new Database(join(dataDir, 'tickler.db'), { readonly: true });
     try {
       return db.prepare(`SELECT r.fire_at, r.dispatched_at, r.started_at, json_extract(j.spec, '$.payload.i') AS i
         FROM runs r JOIN jobs j ON j.job_seq = r.job_seq WHERE json_extract(j.spec, '$.payload.round') = ?`).all(round) as RunTimes[];

@@ -13,10 +13,9 @@
  * run the two alternately, as the load of a shared machine moves every figure.
  */
 import { parseArgs } from 'node:util';
-import { createFreshDatabase } from './peers/services.js';
 import { createWorker, TicklerClient } from './peers/systems/tickler-sdk.js';
 import { postgresCpuMs, processCpuMs } from './proc-cpu.js';
-import { makeTempDir, startBenchServer } from './server-process.js';
+import { startStoreServer } from './store-server.js';
 
 const { values: options } = parseArgs({
   options: {
@@ -34,13 +33,9 @@ const runCount = Number(options.runs);
 const batchSize = 1_000;
 const pool = 'many';
 
-const dataDir = makeTempDir('many-workers-');
-const database = options.store === 'postgres' ? await createFreshDatabase('many_workers') : undefined;
-const server = await startBenchServer({
-  dataDir: dataDir.dir,
-  args: database === undefined ? [] : ['--store', database.url, '--node-id', 'many-workers'],
-  ...(options['cpu-prof-dir'] === undefined ? {} : { cpuProfileDir: options['cpu-prof-dir'] }),
-});
+const opened = await startStoreServer(options.store as 'sqlite' | 'postgres', 'many-workers',
+  { cpuProfileDir: options['cpu-prof-dir'] });
+const { server, database } = opened;
 
 try {
   const creator = new TicklerClient({ baseUrl: server.url, requestTimeoutMs: 600_000 });
@@ -86,7 +81,5 @@ try {
     `server ${perRunUs(serverMs)} us` + (database === undefined ? '' : `, postgres ${perRunUs(postgresMs)} us`) +
     `, workers ${((clientUs.user + clientUs.system) / runCount).toFixed(1)} us (leases and completions)`);
 } finally {
-  await server.stop();
-  dataDir.remove();
-  await database?.drop();
+  await opened.close();
 }
