@@ -20,7 +20,7 @@ export function renderReport(results: ResultsFile, workloads: readonly Workload[
     '',
     measuredOn(results),
     'Command: `npm run bench:peers -- --workload all --system all` (or one workload or system at a time,',
-    '`npm run bench:peers -- --workload W2 --system bullmq`); the figures below come from several such invocations',
+    '`npm run bench:peers -- --workload W2 --system bullmq`); the figures below come from one or more such invocations',
     `(the last: \`${results.command}\`), each run's start time, revision and load in \`bench/peers/results/latest.json\`.`,
     'Every system runs in the same invocation, one after another, with the same job count, payload (`{"i", "due"}`) and',
     'worker concurrency (50). Lag is handler start − due time, both read from the same wall clock in the harness process',
