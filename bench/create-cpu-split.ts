@@ -31,12 +31,11 @@ const { values: options } = parseArgs({
     'cpu-prof-dir': { type: 'string' },
   },
 });
-if (!['sqlite', 'postgres'].includes(options.store)) throw new Error('--store is sqlite or postgres');
 if (!['batch', 'coalesced', 'single'].includes(options.mode)) throw new Error('--mode is batch, coalesced or single');
 const batchSize = 1_000;
 const callers = 64;
 
-const opened = await startStoreServer(options.store as 'sqlite' | 'postgres', 'create-cpu-split',
+const opened = await startStoreServer(options.store, 'create-cpu-split',
   { cpuProfileDir: options['cpu-prof-dir'] });
 const { server, database } = opened;
 // `--clients N` splits the callers among N clients (each coalesces its own: N requests in flight).

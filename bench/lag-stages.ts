@@ -62,7 +62,6 @@ const { values: options } = parseArgs({
     store: { type: 'string', default: 'sqlite' },
   },
 });
-if (options.store !== 'sqlite' && options.store !== 'postgres') throw new Error('--store is sqlite or postgres');
 const count = Number(options.timers);
 const spanMs = Number(options['span-s']) * 1_000;
 const aheadMs = Number(options['ahead-s']) * 1_000;
@@ -81,7 +80,7 @@ function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
 }
 
-const opened = await startStoreServer(options.store as 'sqlite' | 'postgres', 'lag-stages',
+const opened = await startStoreServer(options.store, 'lag-stages',
   { cpuProfileDir: options['cpu-prof'] });
 const { server, database, dataDir } = opened;
 try {

@@ -26,14 +26,13 @@ const { values: options } = parseArgs({
     'cpu-prof-dir': { type: 'string' },
   },
 });
-if (!['sqlite', 'postgres'].includes(options.store)) throw new Error('--store is sqlite or postgres');
 const workerCount = Number(options.workers);
 const concurrency = Number(options.concurrency);
 const runCount = Number(options.runs);
 const batchSize = 1_000;
 const pool = 'many';
 
-const opened = await startStoreServer(options.store as 'sqlite' | 'postgres', 'many-workers',
+const opened = await startStoreServer(options.store, 'many-workers',
   { cpuProfileDir: options['cpu-prof-dir'] });
 const { server, database } = opened;
 

@@ -16,8 +16,10 @@ export interface StoreServer {
   close(): Promise<void>;
 }
 
-export async function startStoreServer(store: 'sqlite' | 'postgres', label: string,
+/** `store` is a script's `--store` value as given: `sqlite` or `postgres`, anything else refused. */
+export async function startStoreServer(store: string, label: string,
   options: { cpuProfileDir?: string | undefined } = {}): Promise<StoreServer> {
+  if (store !== 'sqlite' && store !== 'postgres') throw new Error(`--store is sqlite or postgres, got ${store}`);
   const dataDir = makeTempDir(`${label}-`);
   const database = store === 'postgres' ? await createFreshDatabase(label.replace(/-/g, '_')) : undefined;
   const server = await startBenchServer({
