@@ -122,6 +122,41 @@ function runLeaseTests(open: OpenStore): void {
         { kind: 'stale_token' }, 'a second completion is rejected');
     }));
 
+  void it('answers each of many completions sent together as it would alone, and releases a held run', () =>
+    withStore(open, async (store) => {
+      const { first, leased: firstLease, held } = await heldBehindRunning(store);
+      const others = await Promise.all([readyRun(store), readyRun(store), readyRun(store)]);
+      const leased = await store.leaseRuns({ team: 'team-a', pool: 'pool-a', max: 3, leaseMs: null, workerId: 'w',
+        nowMs: t0Ms + 2 * minuteMs });
+      const tokenOf = (runId: string): string => leased.find((run) => run.runId === runId)!.fencingToken;
+      const [a, b, c] = others.map((run) => run.runId) as [string, string, string];
+      const nowMs = t0Ms + 2 * minuteMs + 500;
+      const success = { status: 'succeeded', error: null, nowMs, wantRun: false } as const;
+      // All in one turn, so a store that groups its writes sees them side by side.
+      const outcomes = await Promise.all([
+        store.completeRun({ ...success, team: null, runId: first.runId, fencingToken: firstLease.fencingToken, result: null }),
+        store.completeRun({ ...success, team: 'team-a', runId: a, fencingToken: `${tokenOf(a)}7`, result: null }),
+        store.completeRun({ ...success, team: 'team-a', runId: b, fencingToken: tokenOf(b), result: { n: 1 } }),
+        store.completeRun({ ...success, team: 'team-a', runId: b, fencingToken: tokenOf(b), result: { n: 2 } }),
+        store.completeRun({ ...success, team: 'team-a', runId: 'no-such-run', fencingToken: tokenOf(c), result: null }),
+        store.completeRun({ ...success, team: 'team-b', runId: c, fencingToken: tokenOf(c), result: null }),
+        store.completeRun({ ...success, team: 'team-a', runId: c, fencingToken: tokenOf(c), result: 'done' }),
+        store.completeRun({ ...success, team: 'team-a', runId: a, fencingToken: 'not-a-token', result: null }),
+      ]);
+      assert.deepEqual(outcomes.map((outcome) => outcome.kind === 'completed' ? 'accepted' : outcome.kind),
+        ['accepted', 'stale_token', 'accepted', 'stale_token', 'not_found', 'not_found', 'accepted', 'stale_token']);
+      const runs = await Promise.all([first.runId, a, b, c].map(async (runId) => (await store.getRun(null, runId))!));
+      assert.deepEqual(runs.map((run) => run.status), ['succeeded', 'running', 'succeeded', 'succeeded']);
+      assert.deepEqual(runs.map((run) => run.result), [null, null, { n: 1 }, 'done'], 'the first of two completions of b counts');
+      assert.ok(runs.filter((run) => run.status === 'succeeded').every((run) => run.finishedAtMs === nowMs));
+      assert.deepEqual(runs.map((run) => run.events.map((event) => event.type)), [
+        ['dispatched', 'leased', 'succeeded'], ['dispatched', 'leased'], ['dispatched', 'leased', 'succeeded'],
+        ['dispatched', 'leased', 'succeeded'],
+      ]);
+      assert.equal((await leaseOne(store, nowMs))?.runId, held.runId, 'the held run was released by its job\'s completion');
+      assert.deepEqual((await store.getRun(null, held.runId))!.events.map((event) => event.type), ['dispatched', 'released', 'leased']);
+    }));
+
   void it('serves lanes in order P0, P1, P2, then by ready time, scoped to pool and team', () =>
     withStore(open, async (store) => {
       const p2 = await readyRun(store, { lane: 'P2' });

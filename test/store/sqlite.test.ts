@@ -15,7 +15,7 @@ import type { DispatchLeaseClaim, LeasedRun } from '../../src/store/store.js';
 import { runStoreConformance, type StoreHandle } from './conformance.js';
 import { runRaceConformance } from './conformance-race.js';
 import {
-  createJob, firePending, jobRecord, jobSpec, leaseOne, minuteMs, t0Ms, timerAt,
+  createJob, firePending, heldBehindRunning, jobRecord, jobSpec, leaseOne, minuteMs, t0Ms, timerAt,
 } from './conformance-fixtures.js';
 
 async function tempDatabasePath(): Promise<{ path: string; removeDirectory(): Promise<void> }> {
@@ -151,6 +151,40 @@ void describe('sqlite store: what only the embedded store has', () => {
       assert.deepEqual(store.groupCommitStats, { transactions: 1, operations: 5 });
       assert.deepEqual(announced, [near.jobId]);
       assert.equal((await store.listJobs({ team: null, limit: 100 })).items.length, 4);
+    } finally {
+      await store.close();
+      await removeDirectory();
+    }
+  });
+
+  void it('records the successes of many callers in one group by one UPDATE; the rest run alone, in order', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    const store = await openSqliteStore({ path });
+    try {
+      const { first, leased: firstLease, held } = await heldBehindRunning(store);
+      const others = [];
+      for (let index = 0; index < 3; index++) {
+        const job = await createJob(store);
+        others.push((await firePending(store, job, t0Ms + minuteMs)).runId);
+      }
+      const leased = await store.leaseRuns({ team: null, pool: 'pool-a', max: 3, leaseMs: null, workerId: 'w', nowMs: t0Ms + minuteMs });
+      assert.equal(leased.length, 3);
+      const ready: string[] = [];
+      store.onRunsReady((pool) => ready.push(pool));
+      const before = store.groupCommitStats;
+      const success = { team: null, status: 'succeeded', error: null, result: null, nowMs: t0Ms + 2 * minuteMs, wantRun: false } as const;
+      // A stale token first (it runs alone), then the held run's job and the others.
+      const outcomes = await Promise.all([
+        store.completeRun({ ...success, runId: leased[0]!.runId, fencingToken: '1' }),
+        store.completeRun({ ...success, runId: first.runId, fencingToken: firstLease.fencingToken }),
+        ...leased.map((run) => store.completeRun({ ...success, runId: run.runId, fencingToken: run.fencingToken })),
+      ]);
+      assert.deepEqual(outcomes.map((outcome) => outcome.kind), ['stale_token', 'accepted', 'accepted', 'accepted', 'accepted']);
+      // leased[0] is named twice and its first completion missed: both of its run alone.
+      assert.deepEqual(store.mergedWriteStats, { creates: 0, completions: 3 });
+      assert.equal(store.groupCommitStats.transactions - before.transactions, 1);
+      assert.deepEqual(ready, ['pool-a'], 'the released held run is announced though the first caller ran alone');
+      assert.equal((await leaseOne(store, t0Ms + 2 * minuteMs))?.runId, held.runId);
     } finally {
       await store.close();
       await removeDirectory();

@@ -120,13 +120,8 @@ const missedRunsSql = prepared('SELECT run_id, team, status FROM runs WHERE run_
 
 /** Successes only: one fenced UPDATE with its events; the misses are read back (not locked) to be classified. */
 async function completeSucceededWithin(tx: Transaction, requests: readonly CompleteRequest[]): Promise<CompleteOutcome[]> {
-  // A run named twice is tried once, by its first request; the others find it finished (stale).
-  const firstIndexByRun = new Map<string, number>();
-  requests.forEach((request, index) => {
-    if (!firstIndexByRun.has(request.runId)) firstIndexByRun.set(request.runId, index);
-  });
-  const tried = [...firstIndexByRun.values()].map((index) => requests[index]!)
-    .sort((left, right) => (left.runId < right.runId ? -1 : left.runId > right.runId ? 1 : 0));
+  // No run is named twice here (completeRunsWithin sends such a group down the general path).
+  const tried = [...requests].sort((left, right) => (left.runId < right.runId ? -1 : left.runId > right.runId ? 1 : 0));
   // A brief group's rows carry only run_id, job_id and releases_held: runFromRow is never called on them.
   const brief = requests.every((request) => request.wantRun === false);
   const done = await tx.query<RunRow & { releases_held: boolean }>(brief ? completeSucceededBrieflySql : completeSucceededWholeSql, [
@@ -137,9 +132,8 @@ async function completeSucceededWithin(tx: Transaction, requests: readonly Compl
     textArray(tried.map((request) => jsonParam(request.result ?? null))),
   ]);
   const completed = new Map(done.rows.map((row) => [row.run_id, row]));
-  const isCompleted = (request: CompleteRequest, index: number): boolean =>
-    completed.has(request.runId) && firstIndexByRun.get(request.runId) === index;
-  const missedIds = [...new Set(requests.filter((request, index) => !isCompleted(request, index)).map((request) => request.runId))];
+  const isCompleted = (request: CompleteRequest): boolean => completed.has(request.runId);
+  const missedIds = requests.filter((request) => !isCompleted(request)).map((request) => request.runId);
   const missed = missedIds.length === 0 ? new Map<string, { team: string; status: RunStatus }>()
     : new Map((await tx.query<{ run_id: string; team: string; status: RunStatus }>(missedRunsSql, [textArray(missedIds)]))
       .rows.map((row) => [row.run_id, row]));
@@ -148,8 +142,8 @@ async function completeSucceededWithin(tx: Transaction, requests: readonly Compl
     return { jobId: row.job_id, releasesHeld: row.releases_held, nowMs: request.nowMs };
   });
   await releaseHeldOfJobs(tx, releaseJobs);
-  return requests.map((request, index): CompleteOutcome => {
-    if (isCompleted(request, index)) return brief ? { kind: 'accepted' } : { kind: 'completed', run: runFromRow(completed.get(request.runId)!) };
+  return requests.map((request): CompleteOutcome => {
+    if (isCompleted(request)) return brief ? { kind: 'accepted' } : { kind: 'completed', run: runFromRow(completed.get(request.runId)!) };
     const run = missed.get(request.runId);
     if (run === undefined || (request.team !== null && run.team !== request.team)) return { kind: 'not_found' };
     return classifyMiss(run);
@@ -166,7 +160,11 @@ async function releaseHeldOfJobs(tx: Transaction, jobs: readonly { jobId: string
 /** One transaction for many completions; answers one outcome per request, in order. */
 export async function completeRunsWithin(tx: Transaction, requests: readonly CompleteRequest[],
   random: () => number): Promise<CompleteOutcome[]> {
-  if (requests.every((request) => request.status === 'succeeded')) return completeSucceededWithin(tx, requests);
+  // A run named twice must be answered as if its completions came one after the other: the
+  // first may miss (another team's, a stale token) and the next succeed. The general path
+  // reads and decides them in order; a group of distinct successes needs no read.
+  const distinctRuns = new Set(requests.map((request) => request.runId)).size === requests.length;
+  if (distinctRuns && requests.every((request) => request.status === 'succeeded')) return completeSucceededWithin(tx, requests);
   const locked = await tx.query<LockedRun>(lockRunsSql,
     [textArray([...new Set(requests.map((request) => request.runId))])]);
   const runs = new Map(locked.rows.map((row) => [row.run_id, row]));

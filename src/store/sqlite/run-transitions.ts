@@ -61,6 +61,7 @@ export class RunTransitions {
   private readonly markSucceeded: Database.Statement<SucceededParams, RunRow>;
   /** markSucceeded answering only what the rest of the completion needs. */
   private readonly markSucceededBriefly: Database.Statement<SucceededParams, { run_seq: number; job_seq: number }>;
+  private readonly markManySucceeded: Database.Statement<[string], { run_id: string; run_seq: number; job_seq: number }>;
 
   constructor(
     private readonly db: Database.Database,
@@ -102,6 +103,17 @@ export class RunTransitions {
       RETURNING`;
     this.markSucceeded = db.prepare(`${markSucceeded} *`);
     this.markSucceededBriefly = db.prepare(`${markSucceeded} run_seq, job_seq`);
+    // Many successes as one statement: one JSON array of [run_id, token, result, team, at],
+    // each element fenced as markSucceeded fences one. json_each drives the loop and each
+    // element finds its run by the run_id index.
+    this.markManySucceeded = db.prepare(`
+      UPDATE runs SET status = 'succeeded', finished_at = c.at, last_error = NULL, result = c.result,
+        ready_at = NULL, lease_expires_at = NULL
+      FROM (SELECT value ->> 0 AS run_id, value ->> 1 AS token, value ->> 2 AS result, value ->> 3 AS team,
+                   value ->> 4 AS at FROM json_each(?)) AS c
+      WHERE runs.run_id = c.run_id AND runs.status = 'running' AND runs.fencing_token = c.token
+        AND (c.team IS NULL OR runs.team = c.team)
+      RETURNING runs.run_id, runs.run_seq, runs.job_seq`);
     this.markReplayed = db.prepare(`
       UPDATE runs SET status = 'ready', attempt_base = attempt, ready_at = ?, finished_at = NULL,
         lease_expires_at = NULL, held = 0
@@ -209,6 +221,43 @@ export class RunTransitions {
       return { kind: 'completed', run: runFromRow({ ...row, ...change, lease_expires_at: null }) };
     };
     return { outcome: atomically(this.db, apply), readyPools };
+  }
+
+  /**
+   * Successes answered without the run (`wantRun` false), as one UPDATE, then each recorded
+   * one's event and held run as `complete` writes them. Answers `accepted` for each request
+   * the statement recorded and null for the rest (fence refused, unknown run, a run named
+   * twice), which the caller completes one by one as `complete` would have. Run inside the
+   * caller's transaction.
+   */
+  completeManySucceeded(requests: readonly CompleteRequest[]): { outcomes: (CompleteOutcome | null)[]; readyPools: string[] } {
+    const readyPools: string[] = [];
+    const outcomes: (CompleteOutcome | null)[] = new Array<CompleteOutcome | null>(requests.length).fill(null);
+    const firstIndexOf = new Map<string, number>();
+    const elements: unknown[] = [];
+    requests.forEach((request, index) => {
+      const token = parseDecimalId(request.fencingToken);
+      if (token === null || firstIndexOf.has(request.runId)) return;
+      firstIndexOf.set(request.runId, index);
+      elements.push([request.runId, token, request.result === undefined ? null : JSON.stringify(request.result),
+        request.team, request.nowMs]);
+    });
+    if (elements.length === 0) return { outcomes, readyPools };
+    const recorded = this.markManySucceeded.all(JSON.stringify(elements));
+    const events: [number, number][] = [];
+    for (const row of recorded) {
+      const index = firstIndexOf.get(row.run_id)!;
+      events.push([row.run_seq, requests[index]!.nowMs]);
+      outcomes[index] = { kind: 'accepted' };
+    }
+    this.runs.eventsOfSeqs(events, 'succeeded', 'running', 'succeeded');
+    // Most jobs hold no run; one statement finds those that do.
+    const nowMs = Math.max(...requests.map((request) => request.nowMs));
+    for (const jobSeq of this.runs.jobsHoldingRunsAmong(recorded.map((row) => row.job_seq))) {
+      const pool = this.runs.releaseHeldRun(jobSeq, nowMs)?.pool ?? null;
+      if (pool !== null) readyPools.push(pool);
+    }
+    return { outcomes, readyPools };
   }
 
   /** Records a success if the token is the run's current one; null when the fence refused it. */

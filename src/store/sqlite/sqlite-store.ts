@@ -81,10 +81,10 @@ function skipTokensPossiblyLost(db: Database.Database): void {
 const tokensSkippedOnOpen = 2 ** 32;
 
 /** A create that the group commit may run together with adjacent ones (`SqliteStore.inSavepoints`). */
-interface MergeableCreate {
-  items: readonly CreateJobInput[];
-  nowMs: number;
-}
+/** Writes the commit may run together with adjacent writes of the same kind (`inSavepoints`). */
+type Mergeable =
+  | { kind: 'create'; items: readonly CreateJobInput[]; nowMs: number }
+  | { kind: 'complete'; request: CompleteRequest };
 
 export async function openSqliteStore(options: SqliteStoreOptions): Promise<SqliteStore> {
   const db = new Database(options.path);
@@ -126,6 +126,7 @@ export class SqliteStore implements Store {
   private readonly dispatcher: Dispatcher;
   private readonly shardLeases: ShardLeaseTable;
   private readonly runTransitions: RunTransitions;
+  private readonly merged = { creates: 0, completions: 0 };
   private readonly reads: StoreReads;
   private readonly writes: GroupCommitQueue;
   /** Null when the store was opened with synchronous NORMAL: commits are not synced at all. */
@@ -186,6 +187,11 @@ export class SqliteStore implements Store {
     return { ...this.writes.stats };
   }
 
+  /** Operations answered by a merged write (`inSavepoints`): creates run as one, successes recorded by one UPDATE. */
+  get mergedWriteStats(): { creates: number; completions: number } {
+    return { ...this.merged };
+  }
+
   onRunsReady(listener: (pool: string) => void): () => void {
     return this.notifier.onRunsReady(listener);
   }
@@ -202,7 +208,7 @@ export class SqliteStore implements Store {
 
   async createJobs(items: CreateJobInput[], nowMs: number): Promise<CreateJobOutcome[]> {
     if (items.length === 0) return [];
-    const create: MergeableCreate = { items, nowMs };
+    const create: Mergeable = { kind: 'create', items, nowMs };
     return this.writeWithEffects(items.length, () => this.jobWrites.create(items, nowMs), create).then((done) => done.outcomes);
   }
 
@@ -363,8 +369,11 @@ export class SqliteStore implements Store {
   }
 
   async completeRun(request: CompleteRequest): Promise<CompleteOutcome> {
-    return this.write(1, () => this.runTransitions.complete(request), (done) => this.notifier.emitRunsReady(done.readyPools))
-      .then((done) => done.outcome);
+    // A success answered without the run may share one UPDATE with its neighbours (inSavepoints).
+    const mergeable: Mergeable | undefined = request.status === 'succeeded' && request.wantRun === false
+      ? { kind: 'complete', request } : undefined;
+    return this.write(1, () => this.runTransitions.complete(request), (done) => this.notifier.emitRunsReady(done.readyPools),
+      { durable: true, mergeable }).then((done) => done.outcome);
   }
 
   async expireRunLeases(nowMs: number, limit: number): Promise<ExpiredLease[]> {
@@ -433,12 +442,12 @@ export class SqliteStore implements Store {
 
   /** Queues a write for the next group commit; answers once the commit is durable (or, with `durable: false`, done). */
   private write<T>(weight: number, run: () => T, afterCommit: (value: T) => void = () => undefined,
-    options: { durable: boolean; mergeable?: MergeableCreate } = { durable: true }): Promise<T> {
+    options: { durable: boolean; mergeable?: Mergeable } = { durable: true }): Promise<T> {
     this.assertOpen();
     return this.writes.submit({ run, afterCommit, weight, durable: options.durable, mergeable: options.mergeable });
   }
 
-  private writeWithEffects<T extends { effects: WriteEffects }>(weight: number, run: () => T, mergeable?: MergeableCreate):
+  private writeWithEffects<T extends { effects: WriteEffects }>(weight: number, run: () => T, mergeable?: Mergeable):
     Promise<T> {
     return this.write(weight, run, (done) => this.emit(done.effects), { durable: true, mergeable });
   }
@@ -477,25 +486,50 @@ export class SqliteStore implements Store {
   private inSavepoints(operations: readonly QueuedOperation[]): OperationOutcome[] {
     const outcomes: OperationOutcome[] = [];
     for (let index = 0; index < operations.length;) {
-      let end = index;
-      while (end < operations.length && operations[end]!.mergeable !== undefined) end++;
-      // The run of adjacent creates from here, or the one operation here that is not one.
-      const run = operations.slice(index, Math.max(end, index + 1));
-      outcomes.push(...((run.length >= 2 ? this.mergedCreates(run) : null) ?? run.map((operation) => this.inSavepoint(operation))));
+      const kind = mergeableOf(operations[index]!)?.kind;
+      let end = index + 1;
+      while (kind !== undefined && end < operations.length && mergeableOf(operations[end]!)?.kind === kind) end++;
+      // The run of adjacent writes of one kind from here, or the one operation here.
+      const run = operations.slice(index, end);
+      const merged = run.length < 2 ? null : kind === 'create' ? this.mergedCreates(run) : this.mergedCompletions(run);
+      outcomes.push(...(merged ?? run.map((operation) => this.inSavepoint(operation))));
       index += run.length;
     }
     return outcomes;
   }
 
+  /**
+   * Adjacent successes answered without the run (an SDK's batch completion) as one UPDATE
+   * in one savepoint (RunTransitions.completeManySucceeded); what it did not record (a fence
+   * refused, say) then runs alone as before, so its caller gets the answer it always got.
+   * The pools where a released held run became ready go with the first caller it answered.
+   */
+  private mergedCompletions(operations: readonly QueuedOperation[]): OperationOutcome[] | null {
+    const requests = operations.map((operation) => (mergeableOf(operation) as { request: CompleteRequest }).request);
+    const all = this.inSavepoint({ run: () => this.runTransitions.completeManySucceeded(requests) });
+    if (!all.ok) return null;
+    const done = all.value as ReturnType<RunTransitions['completeManySucceeded']>;
+    let readyPools = done.readyPools;
+    return operations.map((operation, index): OperationOutcome => {
+      const outcome = done.outcomes[index];
+      if (outcome === null || outcome === undefined) return this.inSavepoint(operation);
+      this.merged.completions++;
+      const value = { outcome, readyPools };
+      readyPools = [];
+      return { ok: true, value };
+    });
+  }
+
   /** The creates as one, each answered its own outcomes (the near timers go with the first); null if it failed. */
   private mergedCreates(operations: readonly QueuedOperation[]): OperationOutcome[] | null {
-    const creates = operations.map((operation) => operation.mergeable as MergeableCreate);
+    const creates = operations.map((operation) => mergeableOf(operation) as Mergeable & { kind: 'create' });
     // The latest caller's time: the near horizon then reaches a little further for the others,
     // which only announces a timer to the wheel a little sooner.
     const nowMs = Math.max(...creates.map((create) => create.nowMs));
     const all = this.inSavepoint({ run: () => this.jobWrites.create(creates.flatMap((create) => create.items), nowMs) });
     if (!all.ok) return null;
     const done = all.value as ReturnType<JobWrites['create']>;
+    this.merged.creates += operations.length;
     let offset = 0;
     return creates.map((create, index): OperationOutcome => {
       const outcomes = done.outcomes.slice(offset, offset + create.items.length);
@@ -536,6 +570,10 @@ export class SqliteStore implements Store {
   private assertOpen(): void {
     if (this.closed) throw new TicklerError('unavailable', 'the store is closed');
   }
+}
+
+function mergeableOf(operation: QueuedOperation): Mergeable | undefined {
+  return operation.mergeable as Mergeable | undefined;
 }
 
 /** A database another process keeps locked past the busy timeout is unavailable, and retryable. */

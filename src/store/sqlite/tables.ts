@@ -160,6 +160,8 @@ export class RunTable {
   private readonly appendEvent: Database.Statement<[number, number, string, string | null, string | null, string | null]>;
   private readonly appendEventByRunId:
     Database.Statement<[number, string, string | null, string | null, string | null, string]>;
+  private readonly appendEventsOfSeqs: Database.Statement<[string, string | null, string | null, string]>;
+  private readonly selectJobsHoldingAmong: Database.Statement<[string], { job_seq: number }>;
 
   constructor(db: Database.Database) {
     this.insert = db.prepare(`
@@ -185,6 +187,13 @@ export class RunTable {
     this.appendEventByRunId = db.prepare(`
       INSERT INTO run_events (run_seq, at, type, from_status, to_status, detail)
       SELECT run_seq, ?, ?, ?, ?, ? FROM runs WHERE run_id = ?`);
+    // One event per [run_seq, at] of a JSON array (the last parameter).
+    this.appendEventsOfSeqs = db.prepare(`
+      INSERT INTO run_events (run_seq, at, type, from_status, to_status, detail)
+      SELECT value ->> 0, value ->> 1, ?, ?, ?, NULL FROM json_each(?)`);
+    this.selectJobsHoldingAmong = db.prepare(`
+      SELECT DISTINCT r.job_seq FROM json_each(?) c JOIN runs r ON r.job_seq = c.value
+      WHERE r.finished_at IS NULL AND r.status IN ('ready', 'running', 'retry_wait') AND r.held = 1`);
   }
 
   get(runId: string): RunRow | undefined {
@@ -234,6 +243,11 @@ export class RunTable {
     return { runId: held.run_id, jobId: held.job_id, pool: held.pool };
   }
 
+  /** Of these jobs (seqs), the ones with a held run, each once. */
+  jobsHoldingRunsAmong(jobSeqs: readonly number[]): number[] {
+    return this.selectJobsHoldingAmong.all(JSON.stringify(jobSeqs)).map((row) => row.job_seq);
+  }
+
   /** The jobs with a held run (`Store.releaseStrandedHeldRuns`), through the active runs' index. */
   jobsHoldingRuns(limit: number): number[] {
     return this.selectJobsHolding.all(limit).map((row) => row.job_seq);
@@ -252,6 +266,12 @@ export class RunTable {
    * As `event`, for a run whose seq the caller holds, with the detail serialised already: a
    * dispatch writes one detail thousands of times.
    */
+  /** `eventOfSeq` for many runs, each `[run_seq, at]`, in one statement, in their order. */
+  eventsOfSeqs(seqsAndTimes: readonly (readonly [number, number])[], type: string, fromStatus: RunStatus | null,
+    toStatus: RunStatus | null): void {
+    if (seqsAndTimes.length > 0) this.appendEventsOfSeqs.run(type, fromStatus, toStatus, JSON.stringify(seqsAndTimes));
+  }
+
   eventOfSeq(runSeq: number, atMs: number, type: string, fromStatus: RunStatus | null, toStatus: RunStatus | null,
     detailJson: string | null): void {
     this.appendEvent.run(runSeq, atMs, type, fromStatus, toStatus, detailJson);
