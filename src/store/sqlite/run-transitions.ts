@@ -22,20 +22,17 @@ import { parseDecimalId, runFromRow, type RunRow } from './rows.js';
 import { boundLimit, type RunTable, type TokenSequence } from './tables.js';
 import { atomically } from './atomically.js';
 
-interface LeasableRow {
-  run_seq: number;
-  run_id: string;
-  job_id: string;
-  team: string;
-  status: string;
-  attempt: number;
-  scheduled_at: number;
-  fire_at: number;
-  dispatched_at: number | null;
-  ready_at: number;
-  lease_s: number;
-  payload_json: string | null;
-}
+/**
+ * A leasable run as the lease query answers it, in column order: the query runs in raw mode
+ * (arrays, not objects). Measured (bench/sqlite-store-cost.ts, 30,000 runs, alternated): a
+ * lease from 12.4-12.7 to 10.1-12.2 us of wall time per run; an ad-hoc loop of the query
+ * alone, 3.6 to 2.3 us per row.
+ */
+type LeasableRow = [
+  run_seq: number, run_id: string, job_id: string, team: string, status: string, attempt: number,
+  scheduled_at: number, fire_at: number, dispatched_at: number | null, ready_at: number, lease_s: number,
+  payload_json: string | null,
+];
 
 type RunWithSpec = RunRow & { spec: string };
 
@@ -72,13 +69,13 @@ export class RunTransitions {
     // One lane at a time, so each query is a range seek on runs_leasable in ready_at order.
     // SQLite pulls the two fields a lease needs out of the job's spec: `->` answers the
     // payload's JSON text as stored, which goes to the worker unparsed.
-    this.selectLeasable = db.prepare(`
+    this.selectLeasable = db.prepare<[string, string, number, number, string | null, string | null, number], LeasableRow>(`
       SELECT r.run_seq, r.run_id, r.job_id, r.team, r.status, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
         r.ready_at, j.spec ->> '$.lease_s' AS lease_s, j.spec -> '$.payload' AS payload_json
       FROM runs r JOIN jobs j ON j.job_seq = r.job_seq
       WHERE r.pool = ? AND r.lane = ? AND r.status IN ('ready', 'retry_wait') AND r.held = 0 AND r.ready_at > ? AND r.ready_at <= ?
         AND (? IS NULL OR r.team = ?)
-      ORDER BY r.ready_at ${boundLimit}`);
+      ORDER BY r.ready_at ${boundLimit}`).raw(true);
     this.markRunning = db.prepare(`
       UPDATE runs SET status = 'running', attempt = attempt + 1, fencing_token = ?, lease_ms = ?,
         lease_expires_at = ?, started_at = ?, worker_id = ?, ready_at = NULL
@@ -155,16 +152,16 @@ export class RunTransitions {
 
   /** A run leased ahead (ready_at still to come) is leased from its ready time, and its event says so. */
   private leaseOne(row: LeasableRow, token: number, request: LeaseRunsRequest): LeasedRun {
-    const leaseMs = request.leaseMs ?? row.lease_s * 1000;
-    const readyAtMs = row.ready_at;
+    const [runSeq, runId, jobId, team, status, attempt, scheduledAtMs, fireAtMs, dispatchedAtMs, readyAtMs, leaseS,
+      payloadJson] = row;
+    const leaseMs = request.leaseMs ?? leaseS * 1000;
     const leaseExpiresAtMs = Math.max(request.nowMs, readyAtMs) + leaseMs;
-    this.markRunning.run(token, leaseMs, leaseExpiresAtMs, request.nowMs, request.workerId, row.run_seq);
-    this.runs.eventOfSeq(row.run_seq, request.nowMs, 'leased', row.status as RunStatus, 'running',
-      JSON.stringify(leasedEventDetail(row.attempt + 1, request, readyAtMs)));
+    this.markRunning.run(token, leaseMs, leaseExpiresAtMs, request.nowMs, request.workerId, runSeq);
+    this.runs.eventOfSeq(runSeq, request.nowMs, 'leased', status as RunStatus, 'running',
+      JSON.stringify(leasedEventDetail(attempt + 1, request, readyAtMs)));
     return {
-      runId: row.run_id, jobId: row.job_id, team: row.team, attempt: row.attempt + 1,
-      scheduledAtMs: row.scheduled_at, fireAtMs: row.fire_at, dispatchedAtMs: row.dispatched_at ?? row.fire_at,
-      payloadJson: row.payload_json ?? 'null', fencingToken: String(token), leaseExpiresAtMs, readyAtMs,
+      runId, jobId, team, attempt: attempt + 1, scheduledAtMs, fireAtMs, dispatchedAtMs: dispatchedAtMs ?? fireAtMs,
+      payloadJson: payloadJson ?? 'null', fencingToken: String(token), leaseExpiresAtMs, readyAtMs,
     };
   }
 

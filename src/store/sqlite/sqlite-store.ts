@@ -80,7 +80,6 @@ function skipTokensPossiblyLost(db: Database.Database): void {
 /** More leases than one process could grant between two syncs. */
 const tokensSkippedOnOpen = 2 ** 32;
 
-/** A create that the group commit may run together with adjacent ones (`SqliteStore.inSavepoints`). */
 /** Writes the commit may run together with adjacent writes of the same kind (`inSavepoints`). */
 type Mergeable =
   | { kind: 'create'; items: readonly CreateJobInput[]; nowMs: number }
