@@ -13,6 +13,19 @@
  * syncs the WAL before copying and the database after, and WalSync's fdatasync still makes
  * each acknowledged commit durable.
  *
+ * A PASSIVE checkpoint copies only the frames that were in the WAL when it began, and the WAL
+ * starts over only at a write that begins with every frame copied. Under commits that never
+ * pause, the thread's pass always ends a few commits behind, so the WAL never started over:
+ * bench:peers W3 on the embedded store grew it to 515 MB (the loop's own safety net would
+ * have caught up at 800), every frame appended to new blocks, whose fdatasync costs more than
+ * one over blocks already written (~240 against ~135 us here). So after a pass that found a
+ * WAL of `catchUpFramesMin` frames or more, the store's connection, the only writer, copies
+ * what came in during the pass (`catchUp`, between two commits, on the loop): then nothing is
+ * left and the next commit starts the WAL over. It cost 1-12 ms of the loop once a second at
+ * ~20,000 runs/s and kept W3's WAL at 123-159 MB (W7's store, 1,000,000 pending: 1,362 ->
+ * 673 MB on disk), W2's lag p99 unchanged; a store that pauses between writes starts its WAL
+ * over by itself and never gets here (docs/benchmarks.md, twenty-eighth session).
+ *
  * It runs at most once per `intervalMs` of writing and only after a commit, so an idle store
  * never wakes the thread; the thread starts on the first checkpoint (a store that writes
  * little, like most tests', never starts one). If the thread fails, the connection's own
@@ -27,6 +40,8 @@ export const fallbackAutocheckpointPages = 100_000;
 /** The loop's checkpoint again, at the size used before, when the thread is gone. */
 const autocheckpointPagesWithoutThread = 10_000;
 const intervalMsDefault = 1_000;
+/** 16 MiB of 8 KiB frames: a WAL smaller than this after a pass is left to start over by itself. */
+const catchUpFramesMinDefault = 2_048;
 
 // CommonJS, evaluated in the thread: it needs no TypeScript loader.
 const threadSource = `
@@ -60,7 +75,7 @@ export class Checkpointer {
   /** From the open: a store that writes for less than an interval never starts the thread. */
   private lastStartedMs = performance.now();
   /** Checkpoints done by the thread, and WAL frames they copied: for tests and diagnosis. */
-  readonly stats = { checkpoints: 0, framesCheckpointed: 0, failures: 0 };
+  readonly stats = { checkpoints: 0, framesCheckpointed: 0, failures: 0, catchUps: 0 };
   private readonly waiters: (() => void)[] = [];
 
   constructor(
@@ -68,6 +83,13 @@ export class Checkpointer {
       path: string;
       /** Hands the checkpoint back to the store's connection (sets its `wal_autocheckpoint`). */
       setAutocheckpoint(pages: number): void;
+      /**
+       * A PASSIVE checkpoint on the store's own connection, outside any transaction; answers
+       * SQLite's row (busy, frames in the WAL, frames copied).
+       */
+      catchUp?(): { busy: number; log: number; checkpointed: number };
+      /** Frames a pass must have found in the WAL before the store's connection catches up. */
+      catchUpFramesMin?: number;
       logger?: Logger;
       intervalMs?: number;
     },
@@ -123,12 +145,24 @@ export class Checkpointer {
     if (reply.ok) {
       this.stats.checkpoints++;
       this.stats.framesCheckpointed += Math.max(0, reply.checkpointed);
+      if (reply.busy === 0 && reply.log >= (this.options.catchUpFramesMin ?? catchUpFramesMinDefault)) this.catchUp();
     } else {
       // A busy database or a full disk: the next commit's interval tries again.
       this.stats.failures++;
       this.options.logger?.warn({ error: reply.error }, 'background WAL checkpoint failed; retrying later');
     }
     this.settleWaiters();
+  }
+
+  private catchUp(): void {
+    if (this.options.catchUp === undefined) return;
+    try {
+      this.options.catchUp();
+      this.stats.catchUps++;
+    } catch (error) {
+      // The thread's next pass and the connection's own checkpoint remain.
+      this.options.logger?.warn({ err: error }, 'WAL catch-up checkpoint failed');
+    }
   }
 
   private giveUp(error: unknown): void {

@@ -48,6 +48,8 @@ export interface SqliteStoreOptions {
   logger?: Logger;
   /** Least time between two background WAL checkpoints while writing (checkpointer.ts); tests set 0. */
   checkpointIntervalMs?: number;
+  /** Frames in the WAL after a background pass before the connection catches up (checkpointer.ts); tests set it small. */
+  checkpointCatchUpFramesMin?: number;
   /** Job seqs per step of the reconciler's scan (`findJobsWithoutTimer`); tests set it small. */
   scanStepJobs?: number;
 }
@@ -165,6 +167,9 @@ export class SqliteStore implements Store {
     this.checkpointer = new Checkpointer({
       path: options.path,
       setAutocheckpoint: (pages) => db.pragma(`wal_autocheckpoint = ${pages}`),
+      // Between two group commits: they are synchronous, so no transaction is open here.
+      catchUp: () => (db.pragma('wal_checkpoint(PASSIVE)') as { busy: number; log: number; checkpointed: number }[])[0]!,
+      ...(options.checkpointCatchUpFramesMin === undefined ? {} : { catchUpFramesMin: options.checkpointCatchUpFramesMin }),
       ...(logger === undefined ? {} : { logger }),
       ...(options.checkpointIntervalMs === undefined ? {} : { intervalMs: options.checkpointIntervalMs }),
     });
@@ -176,7 +181,7 @@ export class SqliteStore implements Store {
   }
 
   /** Waits for a background checkpoint in flight; answers what the checkpoint thread has done so far. */
-  async checkpointIdle(): Promise<{ checkpoints: number; framesCheckpointed: number; failures: number }> {
+  async checkpointIdle(): Promise<{ checkpoints: number; framesCheckpointed: number; failures: number; catchUps: number }> {
     await this.checkpointer.whenIdle();
     return { ...this.checkpointer.stats };
   }
