@@ -83,11 +83,8 @@ export class Checkpointer {
       path: string;
       /** Hands the checkpoint back to the store's connection (sets its `wal_autocheckpoint`). */
       setAutocheckpoint(pages: number): void;
-      /**
-       * A PASSIVE checkpoint on the store's own connection, outside any transaction; answers
-       * SQLite's row (busy, frames in the WAL, frames copied).
-       */
-      catchUp?(): { busy: number; log: number; checkpointed: number };
+      /** A PASSIVE checkpoint on the store's own connection, outside any transaction. */
+      catchUp?(): void;
       /** Frames a pass must have found in the WAL before the store's connection catches up. */
       catchUpFramesMin?: number;
       logger?: Logger;
