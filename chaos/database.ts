@@ -9,6 +9,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { withDefaultUser } from '../src/store/postgres/connection.js';
 
 const run = promisify(execFile);
 
@@ -29,7 +30,14 @@ export interface PrivateClusterSpec {
 }
 
 export const privateClusterDefault: PrivateClusterSpec = { version: '15', name: 'chaos', port: 55432 };
-const sharedServerUrl = 'postgres://127.0.0.1:5432/postgres';
+/**
+ * The shared server, named with this process's user where the environment names none: pg
+ * takes the user from PGUSER or USER, and a CI shell may set neither (its chaos run failed
+ * with "no PostgreSQL user name specified in startup packet").
+ */
+function sharedServerUrl(): string {
+  return withDefaultUser('postgres://127.0.0.1:5432/postgres');
+}
 
 function ctl(cluster: PrivateClusterSpec, action: string, ...extra: string[]): Promise<{ stdout: string }> {
   return run('pg_ctlcluster', ['--skip-systemctl-redirect', cluster.version, cluster.name, action, ...extra],
@@ -49,6 +57,17 @@ export async function ensurePrivateCluster(cluster: PrivateClusterSpec): Promise
   }
   if (line === undefined || line[3] !== 'online') await ctl(cluster, 'start');
   return `postgres://postgres@127.0.0.1:${cluster.port}`;
+}
+
+/** A failed command's first line and its stderr's telling lines, on one line: the why of a failed start is there. */
+function whyCommandFailed(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const stderr = (error as Error & { stderr?: unknown }).stderr;
+  const lines = typeof stderr === 'string' ? stderr.split('\n').map((line) => line.trim()).filter((line) => line !== '') : [];
+  const telling = lines.filter((line) => /FATAL|ERROR|could not|Error:/.test(line));
+  const printed = (telling.length > 0 ? telling : lines).join(' / ').slice(0, 600);
+  const first = error.message.split('\n')[0] ?? '';
+  return printed === '' || first.includes(printed) ? first : `${first}: ${printed}`;
 }
 
 async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
@@ -84,20 +103,22 @@ export async function prepareDatabase(options: { name: string; serverUrl?: strin
   log: (message: string) => void }): Promise<ChaosDatabase> {
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(options.name)) throw new RangeError(`bad database name ${options.name}`);
   if (options.serverUrl !== undefined) {
-    const url = await createDatabase(options.serverUrl, options.name);
+    const serverUrl = withDefaultUser(options.serverUrl);
+    const url = await createDatabase(serverUrl, options.name);
     return { url, restart: null, note: 'the restart fault is left out: --pg-url names a server this run does not own',
-      drop: () => dropDatabase(options.serverUrl as string, options.name) };
+      drop: () => dropDatabase(serverUrl, options.name) };
   }
   const cluster = options.cluster ?? privateClusterDefault;
   let clusterUrl: string;
   try {
     clusterUrl = await ensurePrivateCluster(cluster);
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
-    options.log(`no private PostgreSQL cluster (${reason.split('\n')[0]}); using the shared server without the restart fault`);
-    const url = await createDatabase(sharedServerUrl, options.name);
-    return { url, restart: null, note: `the restart fault is left out: no private cluster (${reason.split('\n')[0]})`,
-      drop: () => dropDatabase(sharedServerUrl, options.name) };
+    const reason = whyCommandFailed(error);
+    options.log(`no private PostgreSQL cluster (${reason}); using the shared server without the restart fault`);
+    const serverUrl = sharedServerUrl();
+    const url = await createDatabase(serverUrl, options.name);
+    return { url, restart: null, note: `the restart fault is left out: no private cluster (${reason})`,
+      drop: () => dropDatabase(serverUrl, options.name) };
   }
   const url = await createDatabase(clusterUrl, options.name);
   return {
