@@ -183,7 +183,7 @@ export class SqliteStore implements Store {
   }
 
   /** Waits for a background checkpoint in flight; answers what the checkpoint thread has done so far. */
-  async checkpointIdle(): Promise<{ checkpoints: number; framesCheckpointed: number; failures: number; catchUps: number }> {
+  async checkpointIdle(): Promise<Checkpointer['stats']> {
     await this.checkpointer.whenIdle();
     return { ...this.checkpointer.stats };
   }
