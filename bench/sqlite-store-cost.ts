@@ -7,6 +7,10 @@
  *
  *   node --import tsx bench/sqlite-store-cost.ts [--runs 50000] [--lease-max 100]
  *     [--dispatch-batch 500] [--complete-batch 100] [--payload-pad 0] [--store-root DIR]
+ *     [--create-batch 1000] [--create-in-flight 4] [--only-create]
+ *
+ * `--create-batch 64 --create-in-flight 1 --only-create` is the shape of bench:peers W1 one at a
+ * time through the coalescing client: one create call of 64 jobs per transaction, one at a time.
  *
  * `--store-root` loads src/store/sqlite from another tree (a `git archive` of an older commit)
  * for an A/B on the same machine; run the two alternately.
@@ -25,6 +29,9 @@ const { values: options } = parseArgs({
     'dispatch-batch': { type: 'string', default: '500' },
     'payload-pad': { type: 'string', default: '0' },
     'complete-batch': { type: 'string', default: '100' },
+    'create-batch': { type: 'string', default: '1000' },
+    'create-in-flight': { type: 'string', default: '4' },
+    'only-create': { type: 'boolean', default: false },
     'store-root': { type: 'string', default: resolve(import.meta.dirname, '..') },
   },
 });
@@ -72,7 +79,8 @@ try {
     + `load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
   await runStoreCostPhases(store, {
     payloadPadBytes: Number(options['payload-pad']),
-    runs: runCount, createBatch: 1_000, createInFlight: 4, dispatchBatch: Number(options['dispatch-batch']),
+    runs: runCount, createBatch: Number(options['create-batch']), createInFlight: Number(options['create-in-flight']),
+    onlyCreate: options['only-create'], dispatchBatch: Number(options['dispatch-batch']),
     leaseMax: Number(options['lease-max']), leasers: 1,
     completeBatch: Number(options['complete-batch']), completeInFlight: 2,
   }, phase);

@@ -17,6 +17,8 @@ export interface StoreCostOptions {
   completeInFlight: number;
   /** Bytes of padding in each job's payload (a string member), beside its index; default 0. */
   payloadPadBytes?: number;
+  /** Stops after the create phase (the create path alone, as W1 drives it). */
+  onlyCreate?: boolean;
 }
 
 /** Times `body` as the phase `name`; the caller prints what it measured. */
@@ -37,11 +39,15 @@ export async function runStoreCostPhases(store: Store, options: StoreCostOptions
   const createdAtMs = t0Ms - 60_000;
   // overlap forbid is the API's default; it makes dispatch read each job's active runs.
   const pad = 'x'.repeat(options.payloadPadBytes ?? 0);
+  // Each job made a millisecond after the one before, so job ids (time first) grow in creation
+  // order as a server's do: with one creation time for all, their random tails put every
+  // insert into the job-id index on a page of its own (~8 KiB of WAL a create).
   const jobs = Array.from({ length: options.runs }, (_, index) =>
     jobRecord(jobSpec({ schedule: { at: new Date(t0Ms).toISOString() }, overlap: 'forbid',
-      payload: pad === '' ? { index } : { index, pad } }), createdAtMs));
+      payload: pad === '' ? { index } : { index, pad } }), createdAtMs - options.runs + index));
   await phase('create', () => inSlices(jobs, options.createBatch, options.createInFlight,
     (slice) => store.createJobs(slice.map((job) => ({ job, timer: timerAt(t0Ms) })), createdAtMs)));
+  if (options.onlyCreate === true) return;
   const shards = [...new Set(jobs.map((job) => job.shard))];
   const tokens = new Map((await store.acquireShardLeases('cost-node', shards, 3_600_000, t0Ms))
     .map((lease) => [lease.shard, lease.token]));
