@@ -1,6 +1,7 @@
 /**
  * CPU time of processes on this machine, from Linux's /proc (user + system, all threads), for
- * benchmarks that split a workload's CPU between the server, PostgreSQL and themselves.
+ * benchmarks that split a workload's CPU between the server, PostgreSQL and themselves; and of
+ * the whole machine, for benchmarks that price a workload in every process it wakes.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 
@@ -28,4 +29,16 @@ export function postgresCpuMs(): number {
     }
   }
   return totalMs;
+}
+
+/**
+ * CPU the whole machine has spent so far, in ms, summed over its cores: user, nice, system,
+ * irq, softirq and steal time from /proc/stat (not idle, not iowait). The difference across a
+ * phase is what every process on the machine spent in it: client, server, database, kernel.
+ */
+export function machineCpuMs(): number {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/);
+  // cpu user nice system idle iowait irq softirq steal ...
+  const ticks = [1, 2, 3, 6, 7, 8].reduce((total, index) => total + Number(fields[index] ?? 0), 0);
+  return (ticks * 1_000) / clockTicksPerS;
 }

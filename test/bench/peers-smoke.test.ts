@@ -66,6 +66,8 @@ test('the peers harness produces well-formed results for tickler-sqlite and a re
         assert.ok(valueOf('lag_p50') <= valueOf('lag_p99') && valueOf('lag_p99') <= valueOf('lag_max'), 'lag quantiles out of order');
       } else {
         assert.ok(valueOf('handled_per_s') > 0);
+        // The machine did some work handling the jobs: a meter reading the wrong /proc/stat fields answers 0.
+        assert.ok(valueOf('handled_cpu') > 0, `${system}: machine CPU per 1,000 handled = ${valueOf('handled_cpu')}`);
       }
     }
   }

@@ -3,6 +3,7 @@
  * creating many jobs in batches with a few requests in flight, and the lag figures.
  */
 import type { LatencySummary } from '../../latency.js';
+import { machineCpuMs } from '../../proc-cpu.js';
 import type { HandleLedger } from '../ledger.js';
 import type { Progress } from '../progress.js';
 import { figure, type PeerFigure, type WorkloadId } from '../results.js';
@@ -90,6 +91,23 @@ export function correctnessFigures(ledger: HandleLedger, expectedCount: number):
 
 export function progressOf(ledger: HandleLedger): () => string {
   return () => `handled ${ledger.handledCount}/${ledger.size}`;
+}
+
+/**
+ * The machine's CPU across a phase, per 1,000 jobs: started now, read by the answer's `figure`
+ * once the phase's `jobs` are done. Every process counts (the callers or workers in this
+ * process, the system's server, Redis or PostgreSQL, the kernel), so systems compare by the
+ * work a job costs them, which a chain of round trips that leaves cores idle does not show in
+ * its rate. Work a database defers past the phase (autovacuum, checkpoints) is not in it.
+ */
+export function machineCpuMeter(): { figure(key: string, label: string, jobs: number): PeerFigure } {
+  const startedMs = machineCpuMs();
+  return {
+    figure: (key, label, jobs) => {
+      const spentMs = machineCpuMs() - startedMs;
+      return figure(key, label, jobs <= 0 ? null : round((spentMs * 1_000) / jobs, 0), 'ms', 'lower');
+    },
+  };
 }
 
 export function round(value: number, digits = 1): number {

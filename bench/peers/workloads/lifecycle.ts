@@ -9,7 +9,7 @@ import { figure, type PeerFigure } from '../results.js';
 import { wallClock } from '../services.js';
 import type { BenchJob, SystemAdapter } from '../types.js';
 import {
-  countOf, createInChunks, lagFigures, progressOf, round,
+  countOf, createInChunks, lagFigures, machineCpuMeter, progressOf, round,
   type Workload, type WorkloadContext, type WorkloadOutcome,
 } from './common.js';
 
@@ -62,18 +62,22 @@ export const createWorkload: Workload = {
     const dueAtMs = wallClock.nowMs() + hourMs;
     let singleDone = 0;
     progress.phase('one at a time', () => `created ${singleDone}/${count}`);
+    const singleCpu = machineCpuMeter();
     const singleMs = await runConcurrently(count, concurrentCallers, async (index) => {
       await adapter.createOne({ index, dueAtMs });
     }, (doneCount) => {
       singleDone = doneCount;
     });
+    const singleCpuFigure = singleCpu.figure('single_cpu', 'machine CPU per 1,000, one at a time', count);
     let batchDone = 0;
     progress.phase('batches', () => `created ${batchDone}/${count}`);
+    const batchCpu = machineCpuMeter();
     const batched = await createInChunks(adapter, count, (index) => ({ index: count + index, dueAtMs }), {
       onChunk: (createdCount) => {
         batchDone = createdCount;
       },
     });
+    const batchCpuFigure = batchCpu.figure('batch_cpu', 'machine CPU per 1,000, batches', count);
     // Last, so the batch phase meets a store of the same size as the peers' do.
     const coalesced = hasCoalescedCreates(adapter) ? await createCoalesced(context, adapter, count, dueAtMs) : undefined;
     progress.done();
@@ -82,6 +86,9 @@ export const createWorkload: Workload = {
         figure('single_per_s', 'one at a time (64 callers)', round((count * 1_000) / singleMs, 0), 'jobs/s', 'higher', 'rate'),
         ...(coalesced === undefined ? [] : [coalesced.figure]),
         figure('batch_per_s', 'batches of 1,000', round((count * 1_000) / batched.elapsedMs, 0), 'jobs/s', 'higher', 'rate'),
+        singleCpuFigure,
+        ...(coalesced === undefined ? [] : [coalesced.cpuFigure]),
+        batchCpuFigure,
       ],
       notes: coalesced === undefined ? [] : [coalesced.note],
     };
@@ -90,22 +97,25 @@ export const createWorkload: Workload = {
 
 /** The one-at-a-time phase again, through the coalescing client, on jobs of their own. */
 async function createCoalesced(context: WorkloadContext, adapter: SystemAdapter & CoalescedCreates, count: number,
-  dueAtMs: number): Promise<{ figure: PeerFigure; note: string }> {
+  dueAtMs: number): Promise<{ figure: PeerFigure; cpuFigure: PeerFigure; note: string }> {
   let done = 0;
   context.progress.phase('one at a time, coalesced', () => `created ${done}/${count}`);
   const before = adapter.coalescedCreateStats();
+  const cpu = machineCpuMeter();
   // Indexes past both other phases' (0..count and count..2 count).
   const elapsedMs = await runConcurrently(count, concurrentCallers, async (index) => {
     await adapter.createOneCoalesced({ index: 2 * count + index, dueAtMs });
   }, (doneCount) => {
     done = doneCount;
   });
+  const cpuFigure = cpu.figure('single_coalesced_cpu', 'machine CPU per 1,000, one at a time, coalesced', count);
   const after = adapter.coalescedCreateStats();
   const requests = after.requests - before.requests;
   const itemsPerRequest = requests === 0 ? 0 : (after.items - before.items) / requests;
   return {
     figure: figure('single_coalesced_per_s', 'one at a time (64 callers), coalesced by the SDK', round((count * 1_000) / elapsedMs, 0),
       'jobs/s', 'higher', 'rate'),
+    cpuFigure,
     note: `"one at a time" is the plain SDK createJob, one POST /v1/jobs per call; "one at a time, coalesced by the SDK" is the ` +
       `same 64 callers calling createJobId through a TicklerClient with coalesceCreates: true (${requests} requests, ${round(itemsPerRequest, 1)} ` +
       'creates per request); the W1 goal uses the coalesced figure',

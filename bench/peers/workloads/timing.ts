@@ -7,7 +7,7 @@ import { HandleLedger } from '../ledger.js';
 import { figure } from '../results.js';
 import { wallClock } from '../services.js';
 import {
-  correctnessFigures, countOf, createInChunks, lagFigures, progressOf, round,
+  correctnessFigures, countOf, createInChunks, lagFigures, machineCpuMeter, progressOf, round,
   type Workload, type WorkloadContext, type WorkloadOutcome,
 } from './common.js';
 
@@ -64,8 +64,10 @@ export const throughputWorkload: Workload = {
     });
     progress.phase('handling', progressOf(ledger));
     const workersStartedMs = wallClock.nowMs();
+    const cpu = machineCpuMeter();
     await adapter.startWorkers(ledger.onStart);
     const complete = await ledger.waitForHandled(count, drainTimeoutMs);
+    const cpuFigure = cpu.figure('handled_cpu', 'machine CPU per 1,000 handled', ledger.handledCount);
     progress.done();
     const lastMs = ledger.lastFirstStartAnyMs;
     const firstMs = ledger.firstStartAnyMs;
@@ -78,6 +80,7 @@ export const throughputWorkload: Workload = {
         figure('all_handled_s', 'workers start → last handler', lastMs === null ? null : round((lastMs - workersStartedMs) / 1_000, 2),
           's', 'lower', 'time'),
         figure('create_per_s', 'batch creates/s', round((count * 1_000) / created.elapsedMs, 0), 'jobs/s', 'higher'),
+        cpuFigure,
         ...correctnessFigures(ledger, count).filter((item) => item.key !== 'early'),
       ],
       notes: complete ? [] : [`gave up after ${drainTimeoutMs / 1_000} s`],
