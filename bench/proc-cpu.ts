@@ -33,12 +33,13 @@ export function postgresCpuMs(): number {
 
 /**
  * CPU the whole machine has spent so far, in ms, summed over its cores: user, nice, system,
- * irq, softirq and steal time from /proc/stat (not idle, not iowait). The difference across a
+ * irq and softirq time from /proc/stat (not idle, not iowait, and not steal: time the
+ * hypervisor gave another guest is not work done here). The difference across a
  * phase is what every process on the machine spent in it: client, server, database, kernel.
  */
 export function machineCpuMs(): number {
   const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/);
   // cpu user nice system idle iowait irq softirq steal ...
-  const ticks = [1, 2, 3, 6, 7, 8].reduce((total, index) => total + Number(fields[index] ?? 0), 0);
+  const ticks = [1, 2, 3, 6, 7].reduce((total, index) => total + Number(fields[index] ?? 0), 0);
   return (ticks * 1_000) / clockTicksPerS;
 }
