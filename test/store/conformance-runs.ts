@@ -157,6 +157,43 @@ function runLeaseTests(open: OpenStore): void {
       assert.deepEqual((await store.getRun(null, held.runId))!.events.map((event) => event.type), ['dispatched', 'released', 'leased']);
     }));
 
+  for (const wantRun of [false, true]) {
+    void it(`answers distinct successes sent together in order when some miss and one releases a held run (wantRun ${wantRun})`,
+      () => withStore(open, async (store) => {
+        // A group of distinct successes may be written by one statement that leaves out what
+        // misses or must release a held run; those are answered by another path, and the
+        // answers must still come back in the order asked.
+        const { first, leased: firstLease, held } = await heldBehindRunning(store);
+        const others = await Promise.all([readyRun(store), readyRun(store), readyRun(store), readyRun(store)]);
+        const leased = await store.leaseRuns({ team: 'team-a', pool: 'pool-a', max: 4, leaseMs: null, workerId: 'w',
+          nowMs: t0Ms + 2 * minuteMs });
+        const tokenOf = (runId: string): string => leased.find((run) => run.runId === runId)!.fencingToken;
+        const [a, b, c, d] = others.map((run) => run.runId) as [string, string, string, string];
+        const nowMs = t0Ms + 2 * minuteMs + 500;
+        const success = { status: 'succeeded', error: null, nowMs, wantRun } as const;
+        const outcomes = await Promise.all([
+          store.completeRun({ ...success, team: 'team-a', runId: a, fencingToken: tokenOf(a), result: { a: 1 } }),
+          store.completeRun({ ...success, team: 'team-a', runId: b, fencingToken: `${tokenOf(b)}7`, result: null }),
+          store.completeRun({ ...success, team: null, runId: first.runId, fencingToken: firstLease.fencingToken, result: 'first' }),
+          store.completeRun({ ...success, team: 'team-b', runId: c, fencingToken: tokenOf(c), result: null }),
+          store.completeRun({ ...success, team: 'team-a', runId: 'no-such-run', fencingToken: tokenOf(d), result: null }),
+          store.completeRun({ ...success, team: 'team-a', runId: d, fencingToken: tokenOf(d), result: 'd' }),
+        ]);
+        const accepted = wantRun ? 'completed' : 'accepted';
+        assert.deepEqual(outcomes.map((outcome) => outcome.kind),
+          [accepted, 'stale_token', accepted, 'not_found', 'not_found', accepted]);
+        if (wantRun) {
+          assert.deepEqual(outcomes.map((outcome) => (outcome.kind === 'completed' ? outcome.run.runId : null)),
+            [a, null, first.runId, null, null, d], 'each answer is its own run');
+        }
+        const runs = await Promise.all([a, b, first.runId, c, d].map(async (runId) => (await store.getRun(null, runId))!));
+        assert.deepEqual(runs.map((run) => run.status), ['succeeded', 'running', 'succeeded', 'running', 'succeeded']);
+        assert.deepEqual(runs.map((run) => run.result), [{ a: 1 }, null, 'first', null, 'd']);
+        assert.deepEqual(runs.map((run) => run.events.at(-1)?.type), ['succeeded', 'leased', 'succeeded', 'leased', 'succeeded']);
+        assert.equal((await leaseOne(store, nowMs))?.runId, held.runId, 'the held run was released by its job\'s completion');
+      }));
+  }
+
   void it('serves lanes in order P0, P1, P2, then by ready time, scoped to pool and team', () =>
     withStore(open, async (store) => {
       const p2 = await readyRun(store, { lane: 'P2' });

@@ -11,11 +11,12 @@ import { runIdOf } from '../../domain/identity.js';
 import type { JobRecord } from '../../domain/types.js';
 import { dispatchedAtCreateDetail, type CreateJobInput, type CreateJobOutcome } from '../store.js';
 import { jsonTextArray, numberArray, textArray } from './array-literals.js';
-import type { Transaction } from './connection.js';
+import { prepared, type Transaction } from './connection.js';
+import { query, transaction, type StoreContext } from './context.js';
 import { specJsonForWrite } from '../../domain/spec-json.js';
 import { jobColumns, jobFromRow, type JobRow } from './rows.js';
 import {
-  appendEvents, collectNearTimer, insertRuns, insertTimers, occurrenceRun, newTimerId, type NewRun, type NewRunEvent, type NewTimer,
+  appendEvents, collectNearTimer, insertRuns, insertTimers, insertTimersSql, occurrenceRun, timerParameters, newTimerId, type NewRun, type NewRunEvent, type NewTimer,
 } from './writes.js';
 
 export interface CreateItem {
@@ -45,6 +46,25 @@ function prepare(item: CreateItem): Prepared {
     dueNow: item.input.dueNow,
     nowMs: item.nowMs,
   };
+}
+
+/**
+ * Creates a group of jobs, answering one outcome per item in order. The common group, keyless
+ * jobs none of which is due now or near (within `nearHorizonMs`), writes its jobs and their
+ * timers in one statement outside a transaction: atomic alone, one round trip where BEGIN, two
+ * inserts and COMMIT took four. Any other group, which may meet a key, dispatch runs or
+ * announce near timers (sent only if its transaction commits), takes `createJobsWithin`.
+ */
+export async function createJobs(context: StoreContext, items: readonly CreateItem[]): Promise<CreateJobOutcome[]> {
+  const prepared = items.map(prepare);
+  const alone = prepared.every((item) => item.job.spec.key === null && item.dueNow === undefined
+    && item.timer !== null && item.timer.fireAtMs >= item.nowMs + context.nearHorizonMs);
+  if (!alone) return transaction(context, 'createJobs', (tx) => createJobsWithin(tx, items, context.nearHorizonMs));
+  await query(context, 'createJobs', createKeylessWithTimersSql, [
+    ...jobBatchParameters(prepared),
+    ...timerParameters(prepared.map((item) => item.timer!)),
+  ]);
+  return prepared.map((item): CreateJobOutcome => ({ kind: 'created', job: item.job }));
 }
 
 export async function createJobsWithin(transaction: Transaction, items: readonly CreateItem[],
@@ -125,41 +145,57 @@ async function insertJobRows(transaction: Transaction, items: readonly Prepared[
   const keyless = items.filter((item) => item.job.spec.key === null);
   const keyed = items.filter((item) => item.job.spec.key !== null);
   const inserted = new Set(keyless.map((item) => item.job.jobId));
-  if (keyless.length > 0) await insertJobBatch(transaction, keyless, '');
+  if (keyless.length > 0) await insertJobBatch(transaction, keyless, false);
   if (keyed.length > 0) {
-    const result = await insertJobBatch(transaction, keyed, 'ON CONFLICT DO NOTHING RETURNING job_id');
+    const result = await insertJobBatch(transaction, keyed, true);
     for (const row of result.rows) inserted.add(row.job_id);
   }
   return inserted;
 }
 
-function insertJobBatch(transaction: Transaction, items: readonly Prepared[], conflictClause: string) {
-  const jobs = items.map((item) => item.job);
-  return transaction.query<{ job_id: string }>(
-    `INSERT INTO jobs (job_id, team, key, state, pool, spec, request_hash, shard, version, timer_id,
-                       next_fire_at, next_scheduled_at, created_at, updated_at, max_silence_s)
-     SELECT * FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]), unnest($3::text[]), unnest($4::text[]),
+const jobColumnsInserted = `job_id, team, key, state, pool, spec, request_hash, shard, version, timer_id,
+                       next_fire_at, next_scheduled_at, created_at, updated_at, max_silence_s`;
+const jobRowsFromParameters = `SELECT * FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]), unnest($3::text[]), unnest($4::text[]),
                               unnest($5::text[]), json_array_elements($6::json), unnest($7::text[]), unnest($8::int[]),
                               unnest($9::int[]), unnest($10::text[]), unnest($11::bigint[]), unnest($12::bigint[]),
-                              unnest($13::bigint[]), unnest($14::bigint[]), unnest($15::int[]))
-     ${conflictClause}`,
-    [
-      textArray(jobs.map((job) => job.jobId)),
-      textArray(jobs.map((job) => job.team)),
-      textArray(jobs.map((job) => job.spec.key)),
-      textArray(jobs.map((job) => job.state)),
-      textArray(jobs.map((job) => job.spec.pool)),
-      jsonTextArray(jobs.map((job) => specJsonForWrite(job.spec))),
-      textArray(jobs.map((job) => job.requestHash)),
-      numberArray(jobs.map((job) => job.shard)),
-      numberArray(jobs.map((job) => job.version)),
-      textArray(items.map((item) => item.timer?.timerId ?? null)),
-      numberArray(jobs.map((job) => job.nextFireAtMs)),
-      numberArray(jobs.map((job) => job.nextScheduledAtMs)),
-      numberArray(jobs.map((job) => job.createdAtMs)),
-      numberArray(jobs.map((job) => job.updatedAtMs)),
-      numberArray(jobs.map((job) => job.spec.max_silence_s)),
-    ]);
+                              unnest($13::bigint[]), unnest($14::bigint[]), unnest($15::int[]))`;
+const insertKeylessJobsSql = prepared(`INSERT INTO jobs (${jobColumnsInserted}) ${jobRowsFromParameters}`);
+const insertKeyedJobsSql = prepared(
+  `INSERT INTO jobs (${jobColumnsInserted}) ${jobRowsFromParameters} ON CONFLICT DO NOTHING RETURNING job_id`);
+
+/** `text` with its parameters $1, $2, ... renumbered from $(by + 1), to stand beside another statement's. */
+function parametersShifted(text: string, by: number): string {
+  return text.replace(/\$(\d+)/g, (_, index: string) => `$${Number(index) + by}`);
+}
+
+/** Keyless jobs and their timers; the timers' parameters follow the jobs' 15. */
+const createKeylessWithTimersSql = prepared(
+  `WITH timers_written AS (${parametersShifted(insertTimersSql.text, 15)})
+   INSERT INTO jobs (${jobColumnsInserted}) ${jobRowsFromParameters}`, { autocommit: true });
+
+function insertJobBatch(transaction: Transaction, items: readonly Prepared[], keyed: boolean) {
+  return transaction.query<{ job_id: string }>(keyed ? insertKeyedJobsSql : insertKeylessJobsSql, jobBatchParameters(items));
+}
+
+function jobBatchParameters(items: readonly Prepared[]): string[] {
+  const jobs = items.map((item) => item.job);
+  return [
+    textArray(jobs.map((job) => job.jobId)),
+    textArray(jobs.map((job) => job.team)),
+    textArray(jobs.map((job) => job.spec.key)),
+    textArray(jobs.map((job) => job.state)),
+    textArray(jobs.map((job) => job.spec.pool)),
+    jsonTextArray(jobs.map((job) => specJsonForWrite(job.spec))),
+    textArray(jobs.map((job) => job.requestHash)),
+    numberArray(jobs.map((job) => job.shard)),
+    numberArray(jobs.map((job) => job.version)),
+    textArray(items.map((item) => item.timer?.timerId ?? null)),
+    numberArray(jobs.map((job) => job.nextFireAtMs)),
+    numberArray(jobs.map((job) => job.nextScheduledAtMs)),
+    numberArray(jobs.map((job) => job.createdAtMs)),
+    numberArray(jobs.map((job) => job.updatedAtMs)),
+    numberArray(jobs.map((job) => job.spec.max_silence_s)),
+  ];
 }
 
 async function loadExistingByKey(transaction: Transaction, jobs: readonly JobRecord[]): Promise<Map<string, JobRecord>> {

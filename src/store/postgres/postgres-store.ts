@@ -4,7 +4,8 @@
  * (partitions.ts), notifications across processes (notifier.ts), and the query modules that
  * implement each Store method. It holds no SQL of its own beyond the health check.
  * Creates and completions are group-committed (group-commit.ts): concurrent calls share a
- * transaction, as one fsync serves them all.
+ * commit, as one fsync serves them all; their common groups are one statement that commits
+ * alone, without BEGIN and COMMIT round trips (job-create.ts, run-completion.ts).
  *
  * Operators: call `maintainPartitions(nowMs)` periodically (the scheduler wiring does, e.g.
  * hourly); it creates the next days' timer partitions and drops past, empty ones. It also
@@ -21,11 +22,11 @@ import type {
   LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite,
 } from '../store.js';
 import { createPool, mapStoreError, poolSizeDefault, queryPool, withClient, type CommitHooks } from './connection.js';
-import { query, transaction, type StoreContext } from './context.js';
+import { query, type StoreContext } from './context.js';
 import { dispatch } from './dispatch.js';
 import { GroupCommitter } from './group-commit.js';
 import { LeaseSharing } from './lease-sharing.js';
-import { createJobsWithin, type CreateItem } from './job-create.js';
+import { createJobs, type CreateItem } from './job-create.js';
 import { cancelJob, cancelJobs, cancelJobsByKeyPrefix, changeJob, getJob, listJobs, triggerJob } from './jobs.js';
 import { getRun, listRuns, replayRun } from './history.js';
 import { Notifier } from './notifier.js';
@@ -35,7 +36,7 @@ import { acquireShardLeases, listShardLeases, releaseShardLeases, renewShardLeas
 import {
   countJobsWithoutTimer, findJobsWithoutTimer, findSilentJobs, loadTimers, loadTimersByRef, repairJobTimer,
 } from './timers.js';
-import { completeRunsWithin } from './run-completion.js';
+import { completeRuns } from './run-completion.js';
 import {
   expireRunLeases, heartbeatRun, leaseRuns, leaseRunsShared, nextReadyAtMs, nextRunDeadlineMs, releaseStrandedHeldRuns, shortenLeasesOfGoneNodes,
 } from './worker-runs.js';
@@ -82,10 +83,10 @@ export class PostgresStore implements Store {
 
   constructor(private readonly context: StoreContext, private readonly notifier: Notifier, readonly schema: string) {
     this.creates = new GroupCommitter(
-      (items) => transaction(context, 'createJobs', (tx) => createJobsWithin(tx, items, context.nearHorizonMs)),
+      (items) => createJobs(context, items),
       groupCommitMax, commitsInFlightMax, isInputError);
     this.completions = new GroupCommitter(
-      (requests) => transaction(context, 'completeRun', (tx) => completeRunsWithin(tx, requests, context.random)),
+      (requests) => completeRuns(context, requests),
       completionsPerCommitMax, commitsInFlightMax, isInputError);
     this.leases = new LeaseSharing((request) => leaseRuns(context, request),
       (requests) => leaseRunsShared(context, requests), leaseBatchMax);

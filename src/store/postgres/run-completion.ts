@@ -18,9 +18,10 @@ import type { RetrySpec, RunStatus } from '../../domain/types.js';
 import type { CompleteOutcome, CompleteRequest } from '../store.js';
 import { numberArray, textArray } from './array-literals.js';
 import { prepared, type Transaction } from './connection.js';
+import { query, transaction, type StoreContext } from './context.js';
 import { jsonParam, runColumns, runFromRow, type RunRow } from './rows.js';
 import { appendEvents, type NewRunEvent } from './writes.js';
-import { classifyMiss, releaseHeldOf, releasesHeldColumn } from './worker-runs.js';
+import { classifyMiss, releaseHeldOf, releasesHeldColumn, holdsNothingToRelease } from './worker-runs.js';
 
 interface LockedRun {
   run_id: string;
@@ -94,8 +95,13 @@ const writeChangesSql = prepared(
 /**
  * Rows are updated in the order of the arrays, which the caller sorts by run_id, as the
  * locking read of the general path does (two batches lock their common runs in one order).
+ *
+ * `alone` is the statement's form that runs without a transaction of its own (one round trip
+ * instead of BEGIN, the statement and COMMIT): it leaves out every run whose job may hold a
+ * run to release (`buffer_one`, or a held run already queued), as releasing takes the job's
+ * lock and a second statement. Those, and the runs it did not match, go the transaction's way.
  */
-const completeSucceededSql = (answer: string): string =>
+const completeSucceededSql = (answer: string, form: 'within' | 'alone'): string =>
   `WITH done AS (
      UPDATE runs r SET status = 'succeeded', finished_at = c.finished_at, ready_at = NULL, lease_expires_at = NULL,
                        last_error = NULL, result = c.result
@@ -104,7 +110,8 @@ const completeSucceededSql = (answer: string): string =>
             jobs j CROSS JOIN LATERAL json_to_record(j.spec) AS s(overlap text)
       WHERE r.run_id = c.run_id AND r.status = 'running' AND r.fencing_token::text = c.fencing_token
         AND (c.team IS NULL OR r.team = c.team) AND j.job_id = r.job_id
-     RETURNING ${runColumns}, ${releasesHeldColumn('s.overlap')}
+        ${form === 'alone' ? `AND ${holdsNothingToRelease('s.overlap')}` : ''}
+     RETURNING ${runColumns}${form === 'within' ? `, ${releasesHeldColumn('s.overlap')}` : ''}
    ), dequeued AS (
      DELETE FROM active_runs q USING done WHERE q.job_id = done.job_id AND q.run_id = done.run_id
    ), events AS (
@@ -112,25 +119,68 @@ const completeSucceededSql = (answer: string): string =>
      SELECT run_id, finished_at, 'succeeded', 'running', 'succeeded', NULL FROM done
    )
    SELECT ${answer} FROM done`;
-const completeSucceededWholeSql = prepared(completeSucceededSql('*'));
+const completeSucceededWholeSql = prepared(completeSucceededSql('*', 'within'));
 /** For a group that wants no run back (`wantRun: false`, the SDK's brief completions). */
-const completeSucceededBrieflySql = prepared(completeSucceededSql('run_id, job_id, releases_held'));
+const completeSucceededBrieflySql = prepared(completeSucceededSql('run_id, job_id, releases_held', 'within'));
+const completeSucceededWholeAloneSql = prepared(completeSucceededSql('*', 'alone'), { autocommit: true });
+const completeSucceededBrieflyAloneSql = prepared(completeSucceededSql('run_id', 'alone'), { autocommit: true });
 
 const missedRunsSql = prepared('SELECT run_id, team, status FROM runs WHERE run_id = ANY($1::text[])');
 
-/** Successes only: one fenced UPDATE with its events; the misses are read back (not locked) to be classified. */
-async function completeSucceededWithin(tx: Transaction, requests: readonly CompleteRequest[]): Promise<CompleteOutcome[]> {
-  // No run is named twice here (completeRunsWithin sends such a group down the general path).
+function isBrief(requests: readonly CompleteRequest[]): boolean {
+  return requests.every((request) => request.wantRun === false);
+}
+
+function isDistinctSuccesses(requests: readonly CompleteRequest[]): boolean {
+  return new Set(requests.map((request) => request.runId)).size === requests.length
+    && requests.every((request) => request.status === 'succeeded');
+}
+
+/** The success statements' arrays, sorted by run_id (see `completeSucceededSql`). */
+function succeededParams(requests: readonly CompleteRequest[]): string[] {
   const tried = [...requests].sort((left, right) => (left.runId < right.runId ? -1 : left.runId > right.runId ? 1 : 0));
-  // A brief group's rows carry only run_id, job_id and releases_held: runFromRow is never called on them.
-  const brief = requests.every((request) => request.wantRun === false);
-  const done = await tx.query<RunRow & { releases_held: boolean }>(brief ? completeSucceededBrieflySql : completeSucceededWholeSql, [
+  return [
     textArray(tried.map((request) => request.runId)),
     textArray(tried.map((request) => request.fencingToken)),
     textArray(tried.map((request) => request.team)),
     numberArray(tried.map((request) => request.nowMs)),
     textArray(tried.map((request) => jsonParam(request.result ?? null))),
-  ]);
+  ];
+}
+
+/**
+ * Many completions, answered in order. A group of distinct successes (an SDK's batch) first
+ * runs as one statement outside a transaction, which is atomic alone and commits with it; on
+ * PostgreSQL each round trip costs both processes a socket write and a wake-up, and this
+ * takes the common group from three (BEGIN, the statement, COMMIT) to one. What that
+ * statement left, runs that missed or whose job may release a held run, goes through
+ * `completeRunsWithin` in a transaction, as every group did before.
+ */
+export async function completeRuns(context: StoreContext, requests: readonly CompleteRequest[]): Promise<CompleteOutcome[]> {
+  const inTransaction = (rest: readonly CompleteRequest[]): Promise<CompleteOutcome[]> =>
+    transaction(context, 'completeRun', (tx) => completeRunsWithin(tx, rest, context.random));
+  if (!isDistinctSuccesses(requests)) return inTransaction(requests);
+  const brief = isBrief(requests);
+  const done = await query<RunRow>(context, 'completeRun', brief ? completeSucceededBrieflyAloneSql : completeSucceededWholeAloneSql,
+    succeededParams(requests));
+  const completed = new Map(done.rows.map((row) => [row.run_id, row]));
+  const rest = requests.filter((request) => !completed.has(request.runId));
+  const restOutcomes = rest.length === 0 ? [] : await inTransaction(rest);
+  let restIndex = 0;
+  return requests.map((request): CompleteOutcome => {
+    const row = completed.get(request.runId);
+    if (row === undefined) return restOutcomes[restIndex++]!;
+    return brief ? { kind: 'accepted' } : { kind: 'completed', run: runFromRow(row) };
+  });
+}
+
+/** Successes only: one fenced UPDATE with its events; the misses are read back (not locked) to be classified. */
+async function completeSucceededWithin(tx: Transaction, requests: readonly CompleteRequest[]): Promise<CompleteOutcome[]> {
+  // No run is named twice here (completeRunsWithin sends such a group down the general path).
+  // A brief group's rows carry only run_id, job_id and releases_held: runFromRow is never called on them.
+  const brief = isBrief(requests);
+  const done = await tx.query<RunRow & { releases_held: boolean }>(brief ? completeSucceededBrieflySql : completeSucceededWholeSql,
+    succeededParams(requests));
   const completed = new Map(done.rows.map((row) => [row.run_id, row]));
   const isCompleted = (request: CompleteRequest): boolean => completed.has(request.runId);
   const missedIds = requests.filter((request) => !isCompleted(request)).map((request) => request.runId);
@@ -163,8 +213,7 @@ export async function completeRunsWithin(tx: Transaction, requests: readonly Com
   // A run named twice must be answered as if its completions came one after the other: the
   // first may miss (another team's, a stale token) and the next succeed. The general path
   // reads and decides them in order; a group of distinct successes needs no read.
-  const distinctRuns = new Set(requests.map((request) => request.runId)).size === requests.length;
-  if (distinctRuns && requests.every((request) => request.status === 'succeeded')) return completeSucceededWithin(tx, requests);
+  if (isDistinctSuccesses(requests)) return completeSucceededWithin(tx, requests);
   const locked = await tx.query<LockedRun>(lockRunsSql,
     [textArray([...new Set(requests.map((request) => request.runId))])]);
   const runs = new Map(locked.rows.map((row) => [row.run_id, row]));

@@ -246,6 +246,17 @@ export function releasesHeldColumn(overlap: string): string {
   return `(${overlap} = 'buffer_one' OR EXISTS (SELECT 1 FROM active_runs h WHERE h.job_id = r.job_id AND h.held)) AS releases_held`;
 }
 
+/**
+ * The negation of `releasesHeldColumn`, for a WHERE: a job that is not `buffer_one` (a NULL
+ * overlap is not) and holds no run. The held run is looked for by a correlated scalar
+ * subquery, which probes `active_runs_held` per row; a `NOT EXISTS` here was planned as a
+ * hashed subplan that reads the whole queue.
+ */
+export function holdsNothingToRelease(overlap: string): string {
+  return `${overlap} IS DISTINCT FROM 'buffer_one'
+          AND (SELECT true FROM active_runs h WHERE h.job_id = r.job_id AND h.held LIMIT 1) IS NULL`;
+}
+
 /** Locks the jobs that may hold a run (serialising with dispatch, which may be holding a new run) and releases. */
 export async function releaseHeldOf(tx: Transaction, jobs: readonly { jobId: string; releasesHeld: boolean }[], nowMs: number):
   Promise<void> {

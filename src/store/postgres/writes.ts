@@ -23,20 +23,25 @@ export function newTimerId(): string {
   return randomUUID();
 }
 
-const insertTimersSql = prepared(
+export const insertTimersSql = prepared(
   `INSERT INTO timers (timer_id, job_id, shard, bucket, fire_at, scheduled_at)
    SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[])`);
 
 export async function insertTimers(transaction: Transaction, timers: readonly NewTimer[]): Promise<void> {
   if (timers.length === 0) return;
-  await transaction.query(insertTimersSql, [
-      textArray(timers.map((timer) => timer.timerId)),
-      textArray(timers.map((timer) => timer.jobId)),
-      numberArray(timers.map((timer) => timer.shard)),
-      numberArray(timers.map((timer) => bucketOf(timer.fireAtMs))),
-      numberArray(timers.map((timer) => timer.fireAtMs)),
-      numberArray(timers.map((timer) => timer.scheduledAtMs)),
-    ]);
+  await transaction.query(insertTimersSql, timerParameters(timers));
+}
+
+/** `insertTimersSql`'s parameters. */
+export function timerParameters(timers: readonly NewTimer[]): string[] {
+  return [
+    textArray(timers.map((timer) => timer.timerId)),
+    textArray(timers.map((timer) => timer.jobId)),
+    numberArray(timers.map((timer) => timer.shard)),
+    numberArray(timers.map((timer) => bucketOf(timer.fireAtMs))),
+    numberArray(timers.map((timer) => timer.fireAtMs)),
+    numberArray(timers.map((timer) => timer.scheduledAtMs)),
+  ];
 }
 
 /**
