@@ -3,10 +3,11 @@
 // store's notifications (runs ready, near timers).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { runIdOf } from '../../src/domain/identity.js';
 import type { JobRecord, Page } from '../../src/domain/types.js';
 import type { LoadedTimer } from '../../src/store/store.js';
 import {
-  createJob, firePending, jobRecord, jobSpec, leaseOne, minuteMs, t0Ms, timerAt, withStore, type OpenStore,
+  createJob, firePending, jobRecord, jobSpec, leaseOne, minuteMs, pendingTimerOf, t0Ms, timerAt, withStore, type OpenStore,
 } from './conformance-fixtures.js';
 
 export function runHistoryConformance(open: OpenStore): void {
@@ -163,6 +164,42 @@ function runNotificationTests(open: OpenStore): void {
     assert.equal(timers[0]?.fireAtMs, t0Ms + 1_000);
     assert.equal(timers[0]?.jobVersion, 1);
   }));
+
+  void it('writes a keyless group that dispatches at its create, with near and far timers, and announces it', () =>
+    withStore(open, async (store) => {
+      // A group with no key may be written by one statement (PostgreSQL): its runs, events,
+      // timers and notifications must be those the transaction would have written.
+      const dueMs = t0Ms - 5_000;
+      const oneShot = () => ({ ...jobRecord(jobSpec({ schedule: { at: new Date(dueMs).toISOString() } }), t0Ms), state: 'done' as const });
+      const ready = oneShot();
+      const skipped = oneShot();
+      const near = jobRecord(jobSpec(), t0Ms);
+      const far = jobRecord(jobSpec(), t0Ms);
+      const readyPool = firstDelivery<string>((listener) => store.onRunsReady(listener), (pool) => pool === 'pool-a');
+      const nearTimers = firstDelivery<LoadedTimer[]>((listener) => store.onNearTimers(listener),
+        (timers) => timers.some((timer) => timer.jobId === near.jobId));
+      const outcomes = await store.createJobs([
+        { job: ready, timer: null, dueNow: [{ scheduledAtMs: dueMs, fireAtMs: dueMs, status: 'ready' }] },
+        { job: near, timer: timerAt(t0Ms + 1_000) },
+        { job: skipped, timer: null, dueNow: [{ scheduledAtMs: dueMs, fireAtMs: dueMs, status: 'skipped_outage', reason: 'too old' }] },
+        { job: far, timer: timerAt(t0Ms + 365 * 24 * 60 * minuteMs) },
+      ], t0Ms);
+      assert.deepEqual(outcomes.map((outcome) => (outcome.kind === 'created' ? outcome.job.jobId : outcome.kind)),
+        [ready.jobId, near.jobId, skipped.jobId, far.jobId]);
+      assert.equal(await readyPool, 'pool-a');
+      assert.deepEqual((await nearTimers).map((timer) => timer.jobId), [near.jobId]);
+      const readyRun = await store.getRun(null, runIdOf(ready.jobId, dueMs));
+      assert.deepEqual(readyRun?.events.map((event) => [event.type, event.toStatus, event.detail]),
+        [['dispatched', 'ready', { at_create: true }]]);
+      const skippedRun = await store.getRun(null, runIdOf(skipped.jobId, dueMs));
+      assert.equal(skippedRun?.status, 'skipped_outage');
+      assert.deepEqual(skippedRun?.events.map((event) => event.type), ['skipped']);
+      assert.equal((await pendingTimerOf(store, ready)), undefined);
+      assert.equal((await pendingTimerOf(store, near))?.fireAtMs, t0Ms + 1_000);
+      assert.equal((await pendingTimerOf(store, far))?.fireAtMs, t0Ms + 365 * 24 * 60 * minuteMs);
+      const leased = await store.leaseRuns({ team: null, pool: 'pool-a', max: 10, leaseMs: null, workerId: 'w', nowMs: t0Ms });
+      assert.deepEqual(leased.map((run) => run.runId), [runIdOf(ready.jobId, dueMs)], 'the ready run only is leasable');
+    }));
 
   void it('tells pool listeners when runs become leasable, past a listener that throws', () =>
     withStore(open, async (store) => {

@@ -248,6 +248,12 @@ void describe('postgres store', { skip: skip ?? false }, () => {
       const sample = heard.get(jobs[0]!.jobId)!;
       assert.equal(sample.fireAtMs, t0Ms + 1_000);
       assert.deepEqual(sample.spec, jobs[0]!.spec, 'the listener gets the spec, loaded from the database');
+
+      // A keyless job due at its create: the one statement that writes it sends the NOTIFY.
+      const dueNow = jobRecord(jobSpec({ pool: 'pool-due-now' }), t0Ms);
+      const readyAtCreate = nextEvent<string>((listener) => peer.onRunsReady(listener));
+      await store.createJobs([{ job: dueNow, timer: null, dueNow: [{ scheduledAtMs: t0Ms, fireAtMs: t0Ms, status: 'ready' }] }], t0Ms);
+      assert.equal(await readyAtCreate, 'pool-due-now');
     } finally {
       await handle.cleanup();
     }

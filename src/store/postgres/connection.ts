@@ -213,12 +213,27 @@ export function preparedStatements(): readonly PreparedStatement[] {
 
 export type StatementText = string | PreparedStatement;
 
+/** `text` with its parameters $1, $2, ... renumbered from $(by + 1), to stand beside another statement's. */
+export function parametersShifted(text: string, by: number): string {
+  return text.replace(/\$(\d+)/g, (_, index: string) => `$${Number(index) + by}`);
+}
+
 function queryConfig(statement: StatementText, values: unknown[] | undefined): pg.QueryConfig {
   return typeof statement === 'string' ? { text: statement, values } : { name: statement.name, text: statement.text, values };
 }
 
-/** Side effects a transaction sends when, and only when, it commits. */
-export class Transaction {
+/** Side effects a commit sends when, and only when, it commits: pools with new ready runs, near timers. */
+export interface CommitEffects {
+  readonly readyPools: Set<string>;
+  readonly nearTimers: LoadedTimer[];
+}
+
+export function newCommitEffects(): CommitEffects {
+  return { readyPools: new Set(), nearTimers: [] };
+}
+
+/** A transaction, with the side effects it sends when it commits. */
+export class Transaction implements CommitEffects {
   readonly readyPools = new Set<string>();
   readonly nearTimers: LoadedTimer[] = [];
 
@@ -233,7 +248,12 @@ export interface CommitHooks {
   /** Runs inside the transaction just before COMMIT: the NOTIFY statements. */
   beforeCommit(transaction: Transaction): Promise<void>;
   /** Runs after COMMIT: local listeners. */
-  afterCommit(transaction: Transaction): void;
+  afterCommit(effects: CommitEffects): void;
+  /**
+   * The NOTIFY channels and payloads for `effects`, for a statement that commits alone and
+   * sends them itself (`SELECT pg_notify(c, p) FROM unnest(channels, payloads)`).
+   */
+  notifications(effects: CommitEffects): { channels: string[]; payloads: string[] };
 }
 
 /**

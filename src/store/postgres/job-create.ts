@@ -11,12 +11,13 @@ import { runIdOf } from '../../domain/identity.js';
 import type { JobRecord } from '../../domain/types.js';
 import { dispatchedAtCreateDetail, type CreateJobInput, type CreateJobOutcome } from '../store.js';
 import { jsonTextArray, numberArray, textArray } from './array-literals.js';
-import { prepared, type Transaction } from './connection.js';
+import { newCommitEffects, parametersShifted, prepared, type CommitEffects, type Transaction } from './connection.js';
 import { query, transaction, type StoreContext } from './context.js';
 import { specJsonForWrite } from '../../domain/spec-json.js';
 import { jobColumns, jobFromRow, type JobRow } from './rows.js';
 import {
-  appendEvents, collectNearTimer, insertRuns, insertTimers, insertTimersSql, occurrenceRun, timerParameters, newTimerId, type NewRun, type NewRunEvent, type NewTimer,
+  appendEvents, appendEventsSql, collectNearTimer, eventParameters, insertRuns, insertRunsCtes, insertTimers, insertTimersSql,
+  newTimerId, occurrenceRun, runParameters, timerParameters, type NewRun, type NewRunEvent, type NewTimer,
 } from './writes.js';
 
 export interface CreateItem {
@@ -49,22 +50,41 @@ function prepare(item: CreateItem): Prepared {
 }
 
 /**
- * Creates a group of jobs, answering one outcome per item in order. The common group, keyless
- * jobs none of which is due now or near (within `nearHorizonMs`), writes its jobs and their
- * timers in one statement outside a transaction: atomic alone, one round trip where BEGIN, two
- * inserts and COMMIT took four. Any other group, which may meet a key, dispatch runs or
- * announce near timers (sent only if its transaction commits), takes `createJobsWithin`.
+ * Creates a group of jobs, answering one outcome per item in order. A group of keyless jobs (the
+ * common one: nothing to meet by key) is written by one statement outside a transaction, atomic
+ * alone: its jobs and timers, and for jobs due now their runs, queue entries and first events,
+ * with the NOTIFY of new ready runs and near timers, which PostgreSQL delivers only if it
+ * commits. One round trip, where BEGIN, the inserts, the NOTIFY and COMMIT took four to six.
+ * A group that may meet a key takes `createJobsWithin` in a transaction.
  */
 export async function createJobs(context: StoreContext, items: readonly CreateItem[]): Promise<CreateJobOutcome[]> {
+  if (items.some((item) => item.input.job.spec.key !== null)) {
+    return transaction(context, 'createJobs', (tx) => createJobsWithin(tx, items, context.nearHorizonMs));
+  }
   const prepared = items.map(prepare);
-  const alone = prepared.every((item) => item.job.spec.key === null && item.dueNow === undefined
-    && item.timer !== null && item.timer.fireAtMs >= item.nowMs + context.nearHorizonMs);
-  if (!alone) return transaction(context, 'createJobs', (tx) => createJobsWithin(tx, items, context.nearHorizonMs));
-  await query(context, 'createJobs', createKeylessWithTimersSql, [
-    ...jobBatchParameters(prepared),
-    ...timerParameters(prepared.map((item) => item.timer!)),
-  ]);
+  const effects = newCommitEffects();
+  collectNearTimers(effects, prepared, context.nearHorizonMs);
+  const { runs, events } = runsAtCreate(effects, prepared);
+  const jobsAndTimers = [...jobBatchParameters(prepared), ...timerParameters(timersOf(prepared))];
+  if (runs.length === 0 && effects.nearTimers.length === 0) {
+    await query(context, 'createJobs', createKeylessSql, jobsAndTimers);
+  } else {
+    const { channels, payloads } = context.hooks.notifications(effects);
+    await query(context, 'createJobs', createKeylessDispatchingSql,
+      [...jobsAndTimers, ...runParameters(runs), ...eventParameters(events), textArray(channels), textArray(payloads)]);
+    context.hooks.afterCommit(effects);
+  }
   return prepared.map((item): CreateJobOutcome => ({ kind: 'created', job: item.job }));
+}
+
+function timersOf(items: readonly Prepared[]): NewTimer[] {
+  return items.flatMap((item) => (item.timer === null ? [] : [item.timer]));
+}
+
+function collectNearTimers(effects: CommitEffects, items: readonly Prepared[], nearHorizonMs: number): void {
+  for (const item of items) {
+    if (item.timer !== null) collectNearTimer(effects, item.timer, item.job.version, item.job.spec, item.nowMs, nearHorizonMs);
+  }
 }
 
 export async function createJobsWithin(transaction: Transaction, items: readonly CreateItem[],
@@ -86,13 +106,13 @@ export async function createJobsWithin(transaction: Transaction, items: readonly
     candidates.filter((item) => !insertedIds.has(item.job.jobId)).map((item) => item.job));
 
   const created = candidates.filter((item) => insertedIds.has(item.job.jobId));
-  await insertTimers(transaction, created.flatMap((item) => (item.timer === null ? [] : [item.timer])));
-  for (const item of created) {
-    if (item.timer !== null) {
-      collectNearTimer(transaction, item.timer, item.job.version, item.job.spec, item.nowMs, nearHorizonMs);
-    }
+  await insertTimers(transaction, timersOf(created));
+  collectNearTimers(transaction, created, nearHorizonMs);
+  const { runs, events } = runsAtCreate(transaction, created);
+  if (runs.length > 0) {
+    await insertRuns(transaction, runs);
+    await appendEvents(transaction, events);
   }
-  await dispatchAtCreate(transaction, created);
 
   return prepared.map((item, index): CreateJobOutcome => {
     const key = keyOf(item.job);
@@ -115,7 +135,7 @@ export async function createJobsWithin(transaction: Transaction, items: readonly
  * writes, as none fences a trigger: a create is the client's own request, not a timer a
  * stale node may still hold (docs/API.md, "Jobs due when created").
  */
-async function dispatchAtCreate(transaction: Transaction, created: readonly Prepared[]): Promise<void> {
+function runsAtCreate(effects: CommitEffects, created: readonly Prepared[]): { runs: NewRun[]; events: NewRunEvent[] } {
   const runs: NewRun[] = [];
   const events: NewRunEvent[] = [];
   for (const { job, dueNow, nowMs } of created) {
@@ -128,12 +148,10 @@ async function dispatchAtCreate(transaction: Transaction, created: readonly Prep
       });
       runs.push(run);
       events.push(event);
-      if (ready) transaction.readyPools.add(job.spec.pool);
+      if (ready) effects.readyPools.add(job.spec.pool);
     }
   }
-  if (runs.length === 0) return;
-  await insertRuns(transaction, runs);
-  await appendEvents(transaction, events);
+  return { runs, events };
 }
 
 /**
@@ -163,15 +181,21 @@ const insertKeylessJobsSql = prepared(`INSERT INTO jobs (${jobColumnsInserted}) 
 const insertKeyedJobsSql = prepared(
   `INSERT INTO jobs (${jobColumnsInserted}) ${jobRowsFromParameters} ON CONFLICT DO NOTHING RETURNING job_id`);
 
-/** `text` with its parameters $1, $2, ... renumbered from $(by + 1), to stand beside another statement's. */
-function parametersShifted(text: string, by: number): string {
-  return text.replace(/\$(\d+)/g, (_, index: string) => `$${Number(index) + by}`);
-}
-
 /** Keyless jobs and their timers; the timers' parameters follow the jobs' 15. */
-const createKeylessWithTimersSql = prepared(
+const createKeylessSql = prepared(
   `WITH timers_written AS (${parametersShifted(insertTimersSql.text, 15)})
    INSERT INTO jobs (${jobColumnsInserted}) ${jobRowsFromParameters}`, { autocommit: true });
+
+/**
+ * The same with the runs of jobs due now (their parameters from $22), their events (from $35)
+ * and the NOTIFY channels and payloads ($41, $42): the answer's rows are the notifications sent.
+ */
+const createKeylessDispatchingSql = prepared(
+  `WITH timers_written AS (${parametersShifted(insertTimersSql.text, 15)}),
+        ${parametersShifted(insertRunsCtes, 21)},
+        events_written AS (${parametersShifted(appendEventsSql.text, 34)}),
+        jobs_written AS (INSERT INTO jobs (${jobColumnsInserted}) ${jobRowsFromParameters})
+   SELECT pg_notify(c, p) FROM unnest($41::text[], $42::text[]) AS n(c, p)`, { autocommit: true });
 
 function insertJobBatch(transaction: Transaction, items: readonly Prepared[], keyed: boolean) {
   return transaction.query<{ job_id: string }>(keyed ? insertKeyedJobsSql : insertKeylessJobsSql, jobBatchParameters(items));

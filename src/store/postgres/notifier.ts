@@ -18,7 +18,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from '../../obs/log.js';
 import type { LoadedTimer } from '../store.js';
-import { connectionConfig, prepared, type Transaction } from './connection.js';
+import { connectionConfig, prepared, type CommitEffects, type Transaction } from './connection.js';
 
 const notifySql = prepared('SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)');
 
@@ -99,16 +99,24 @@ export class Notifier {
 
   /** Queues the NOTIFY statements for a transaction's collected effects (call before COMMIT). */
   async notifyWithin(transaction: Transaction): Promise<void> {
-    const payloads: { channel: string; payload: string }[] = [];
-    for (const pool of transaction.readyPools) {
-      payloads.push({ channel: this.runsReadyChannel, payload: `${this.originId}|${pool}` });
+    const { channels, payloads } = this.notificationsOf(transaction);
+    if (channels.length === 0) return;
+    await transaction.query(notifySql, [channels, payloads]);
+  }
+
+  /** The channels and payloads that announce `effects` to the other processes. */
+  notificationsOf(effects: CommitEffects): { channels: string[]; payloads: string[] } {
+    const channels: string[] = [];
+    const payloads: string[] = [];
+    for (const pool of effects.readyPools) {
+      channels.push(this.runsReadyChannel);
+      payloads.push(`${this.originId}|${pool}`);
     }
-    for (const chunk of chunkTimerRefs(transaction.nearTimers, notifyPayloadBytesMax)) {
-      payloads.push({ channel: this.nearTimersChannel, payload: `${this.originId}|${chunk}` });
+    for (const chunk of chunkTimerRefs(effects.nearTimers, notifyPayloadBytesMax)) {
+      channels.push(this.nearTimersChannel);
+      payloads.push(`${this.originId}|${chunk}`);
     }
-    if (payloads.length === 0) return;
-    await transaction.query(notifySql,
-      [payloads.map((entry) => entry.channel), payloads.map((entry) => entry.payload)]);
+    return { channels, payloads };
   }
 
   /** Calls this process's listeners after a commit. */

@@ -276,7 +276,8 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     await withClient(pool, 'open', (client) => migrate(client, schema));
     const hooks: CommitHooks = {
       beforeCommit: (tx) => notifier!.notifyWithin(tx),
-      afterCommit: (tx) => notifier!.emitLocal(tx.readyPools, tx.nearTimers),
+      afterCommit: (effects) => notifier!.emitLocal(effects.readyPools, effects.nearTimers),
+      notifications: (effects) => notifier!.notificationsOf(effects),
     };
     const context: StoreContext = {
       pool,

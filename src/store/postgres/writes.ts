@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { JobSpec, Lane, RunStatus } from '../../domain/types.js';
 import { bucketOf } from '../../domain/identity.js';
 import type { LoadedTimer } from '../store.js';
-import { prepared, type Transaction } from './connection.js';
+import { prepared, type CommitEffects, type Transaction } from './connection.js';
 import { booleanArray, numberArray, textArray } from './array-literals.js';
 import { jsonParam } from './rows.js';
 
@@ -65,11 +65,11 @@ export async function deleteTimers(transaction: Transaction,
 }
 
 /** Collects a written timer for onNearTimers when it falls inside the near horizon. */
-export function collectNearTimer(transaction: Transaction, timer: NewTimer, jobVersion: number, spec: JobSpec,
+export function collectNearTimer(effects: CommitEffects, timer: NewTimer, jobVersion: number, spec: JobSpec,
   nowMs: number, nearHorizonMs: number, dispatchedAhead = false): void {
   if (timer.fireAtMs >= nowMs + nearHorizonMs) return;
   const loaded: LoadedTimer = { ...timer, jobVersion, spec, ...(dispatchedAhead ? { dispatchedAhead } : {}) };
-  transaction.nearTimers.push(loaded);
+  effects.nearTimers.push(loaded);
 }
 
 export interface NewRun {
@@ -91,20 +91,24 @@ export interface NewRun {
 /** The statuses a run has while it has a row in active_runs (schema version 3). */
 const activeStatusesSql = `('ready', 'running', 'retry_wait')`;
 
-const insertRunsSql = prepared(
-  `WITH inserted AS (
+/**
+ * The runs insert and the queue entries of its active runs, as two CTEs (`runs_inserted`,
+ * `runs_queued`) over parameters $1–$13 (`runParameters`), for a statement to stand in.
+ */
+export const insertRunsCtes = `runs_inserted AS (
      INSERT INTO runs (run_id, job_id, team, pool, lane, scheduled_at, fire_at, dispatched_at, status, last_error,
                        ready_at, finished_at, held)
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
                           $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bool[])
      ON CONFLICT (run_id) DO NOTHING
      RETURNING run_id, job_id, team, pool, lane, status, held, ready_at
-   ), queued AS (
+   ), runs_queued AS (
      INSERT INTO active_runs (run_id, job_id, team, pool, lane, status, held, due_at)
-     SELECT run_id, job_id, team, pool, lane, status, held, ready_at FROM inserted
+     SELECT run_id, job_id, team, pool, lane, status, held, ready_at FROM runs_inserted
       WHERE status IN ${activeStatusesSql}
-   )
-   SELECT run_id FROM inserted`);
+   )`;
+
+const insertRunsSql = prepared(`WITH ${insertRunsCtes} SELECT run_id FROM runs_inserted`);
 
 /**
  * Inserts runs, leaving existing run ids alone (invariant 1), and queues the active ones in
@@ -112,22 +116,27 @@ const insertRunsSql = prepared(
  */
 export async function insertRuns(transaction: Transaction, runs: readonly NewRun[]): Promise<Set<string>> {
   if (runs.length === 0) return new Set();
-  const result = await transaction.query<{ run_id: string }>(insertRunsSql, [
-      textArray(runs.map((run) => run.runId)),
-      textArray(runs.map((run) => run.jobId)),
-      textArray(runs.map((run) => run.team)),
-      textArray(runs.map((run) => run.pool)),
-      textArray(runs.map((run) => run.lane)),
-      numberArray(runs.map((run) => run.scheduledAtMs)),
-      numberArray(runs.map((run) => run.fireAtMs)),
-      numberArray(runs.map((run) => run.dispatchedAtMs)),
-      textArray(runs.map((run) => run.status)),
-      textArray(runs.map((run) => run.lastError)),
-      numberArray(runs.map((run) => run.readyAtMs)),
-      numberArray(runs.map((run) => run.finishedAtMs)),
-      booleanArray(runs.map((run) => run.held)),
-    ]);
+  const result = await transaction.query<{ run_id: string }>(insertRunsSql, runParameters(runs));
   return new Set(result.rows.map((row) => row.run_id));
+}
+
+/** `insertRunsCtes`' parameters. */
+export function runParameters(runs: readonly NewRun[]): string[] {
+  return [
+    textArray(runs.map((run) => run.runId)),
+    textArray(runs.map((run) => run.jobId)),
+    textArray(runs.map((run) => run.team)),
+    textArray(runs.map((run) => run.pool)),
+    textArray(runs.map((run) => run.lane)),
+    numberArray(runs.map((run) => run.scheduledAtMs)),
+    numberArray(runs.map((run) => run.fireAtMs)),
+    numberArray(runs.map((run) => run.dispatchedAtMs)),
+    textArray(runs.map((run) => run.status)),
+    textArray(runs.map((run) => run.lastError)),
+    numberArray(runs.map((run) => run.readyAtMs)),
+    numberArray(runs.map((run) => run.finishedAtMs)),
+    booleanArray(runs.map((run) => run.held)),
+  ];
 }
 
 export interface NewRunEvent {
@@ -175,21 +184,26 @@ export function occurrenceRun(job: { jobId: string; team: string; spec: Pick<Job
   };
 }
 
-const appendEventsSql = prepared(
+export const appendEventsSql = prepared(
   `INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::json[])`);
 
 /** Appends run events in array order (invariant 6). */
 export async function appendEvents(transaction: Transaction, events: readonly NewRunEvent[]): Promise<void> {
   if (events.length === 0) return;
-  await transaction.query(appendEventsSql, [
-      textArray(events.map((event) => event.runId)),
-      numberArray(events.map((event) => event.atMs)),
-      textArray(events.map((event) => event.type)),
-      textArray(events.map((event) => event.fromStatus)),
-      textArray(events.map((event) => event.toStatus)),
-      textArray(events.map((event) => (event.detail === undefined || event.detail === null ? null : jsonParam(event.detail)))),
-    ]);
+  await transaction.query(appendEventsSql, eventParameters(events));
+}
+
+/** `appendEventsSql`'s parameters. */
+export function eventParameters(events: readonly NewRunEvent[]): string[] {
+  return [
+    textArray(events.map((event) => event.runId)),
+    numberArray(events.map((event) => event.atMs)),
+    textArray(events.map((event) => event.type)),
+    textArray(events.map((event) => event.fromStatus)),
+    textArray(events.map((event) => event.toStatus)),
+    textArray(events.map((event) => (event.detail === undefined || event.detail === null ? null : jsonParam(event.detail)))),
+  ];
 }
 
 /**
