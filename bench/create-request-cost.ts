@@ -13,10 +13,9 @@
  *   node --import tsx bench/create-request-cost.ts [--store sqlite|postgres] [--sizes 1,8,64,256]
  *     [--creates 40000] [--cpu-prof-dir DIR]
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { TicklerClient } from './peers/systems/tickler-sdk.js';
-import { processCpuMs } from './proc-cpu.js';
+import { processCpuMs, threadCpuMs } from './proc-cpu.js';
 import { startStoreServer } from './store-server.js';
 
 const { values: options } = parseArgs({
@@ -29,24 +28,6 @@ const { values: options } = parseArgs({
 });
 const sizes = options.sizes.split(',').map(Number);
 if (sizes.some((size) => !(Number.isInteger(size) && size >= 1 && size <= 1_000))) throw new Error('--sizes are 1 to 1000');
-const clockTicksPerS = 100;
-
-/** CPU so far of each thread of `pid`, in ms, by thread id (with its name). */
-function threadCpuMs(pid: number): Map<string, number> {
-  const byThread = new Map<string, number>();
-  for (const thread of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/task/${thread}/stat`, 'utf8');
-      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      byThread.set(`${name}#${thread}`, ((Number(fields[11]) + Number(fields[12])) * 1_000) / clockTicksPerS);
-    } catch {
-      // The thread ended between the listing and the read.
-    }
-  }
-  return byThread;
-}
-
 const opened = await startStoreServer(options.store, 'create-request-cost', { cpuProfileDir: options['cpu-prof-dir'] });
 const { server } = opened;
 try {

@@ -7,10 +7,32 @@ import { readdirSync, readFileSync } from 'node:fs';
 
 const clockTicksPerS = 100;
 
+/** User + system CPU in a /proc `stat` text (of a process or a thread), in ms. */
+function statCpuMs(stat: string): number {
+  const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1_000) / clockTicksPerS;
+}
+
 /** User + system CPU of a process so far, in ms. */
 export function processCpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1_000) / clockTicksPerS;
+  return statCpuMs(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+}
+
+/**
+ * User + system CPU of each thread of a process so far, in ms, keyed `name#tid` (Node's own
+ * threads are all named `node`, so the name alone does not tell V8's from libuv's).
+ */
+export function threadCpuMs(pid: number): Map<string, number> {
+  const byThread = new Map<string, number>();
+  for (const thread of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${thread}/stat`, 'utf8');
+      byThread.set(`${stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))}#${thread}`, statCpuMs(stat));
+    } catch {
+      // The thread ended between the listing and the read.
+    }
+  }
+  return byThread;
 }
 
 /**
