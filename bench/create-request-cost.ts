@@ -4,8 +4,9 @@
  * each request is a whole round trip with nothing beside it (the shape of W1 one at a time
  * through the SDK's coalescer, 64 callers, is one request of 64 at a time). Prints the server's
  * CPU per request and per create, the wall time per request, and the CPU per request of each of
- * the server's threads (the main thread, libuv's pool where the WAL's fdatasync runs, the
- * checkpoint thread), from /proc. The sizes run twice, in order; the second pass is printed.
+ * the server's threads, from /proc: the main thread (the first listed) and the rest (V8's
+ * threads, libuv's pool, the checkpoint thread: all named `node`, so which is which does not
+ * show). The sizes run twice, in order; the second pass is printed.
  *
  * The fixed part of a request (its cost at size 1) is what splitting W1's 64 callers into
  * more requests in flight would pay again per request.
