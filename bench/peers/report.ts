@@ -2,7 +2,8 @@
  * The "Side by side" report: a table per workload (system, settings, figures, the headline
  * figure as a ratio against tickler) and its chart, written from the accumulated results so
  * a rerun of one workload updates its section and keeps the others. Hand-written findings
- * (where tickler loses and why) live in `bench/peers/findings.md` and are put in verbatim.
+ * (where tickler loses and why) live in `bench/peers/findings.md` and are put in verbatim;
+ * the session-by-session record behind them is `bench/peers/history.md`, linked, not included.
  */
 import { goalsTable } from './goals.js';
 import type { PeerFigure, ResultsFile, WorkloadId, WorkloadRun } from './results.js';
