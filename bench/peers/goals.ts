@@ -8,7 +8,7 @@ import type { WorkloadId, WorkloadRun } from './results.js';
 import { formatValue } from './svg-chart.js';
 import type { SystemName } from './types.js';
 
-const peers: readonly SystemName[] = ['bullmq', 'graphile-worker', 'pg-boss'];
+const peers: readonly SystemName[] = ['bullmq', 'bullmq-aof', 'graphile-worker', 'pg-boss'];
 /** "Does not grow with pending jobs": a fresh scheduler with a million pending may weigh this much more than an empty one. */
 const memoryGrowthAllowedMb = 10;
 

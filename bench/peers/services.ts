@@ -64,14 +64,19 @@ export async function postgresUnavailableReason(): Promise<string | undefined> {
   }
 }
 
-/** Undefined when Redis answers PING; otherwise why BullMQ is skipped. A raw RESP PING, so no client is needed. */
-export async function redisUnavailableReason(): Promise<string | undefined> {
+/** Undefined when Redis answers PING; otherwise why BullMQ is skipped. */
+export function redisUnavailableReason(): Promise<string | undefined> {
+  return redisPingFailure(redisHost, redisPort);
+}
+
+/** Undefined when the Redis at `host`:`port` answers PING; otherwise why not. A raw RESP PING, so no client is needed. */
+export async function redisPingFailure(host: string, port: number): Promise<string | undefined> {
   const { createConnection } = await import('node:net');
   return new Promise((resolve) => {
-    const socket = createConnection({ host: redisHost, port: redisPort });
+    const socket = createConnection({ host, port });
     const fail = (why: string): void => {
       socket.destroy();
-      resolve(`Redis not reachable at ${redisHost}:${redisPort} (${why})`);
+      resolve(`Redis not reachable at ${host}:${port} (${why})`);
     };
     socket.setTimeout(probeTimeoutMs, () => fail('timeout'));
     socket.on('error', (error) => fail(error.message));
@@ -79,7 +84,7 @@ export async function redisUnavailableReason(): Promise<string | undefined> {
     socket.on('data', (chunk) => {
       socket.destroy();
       if (chunk.toString().startsWith('+PONG')) resolve(undefined);
-      else resolve(`Redis at ${redisHost}:${redisPort} answered ${JSON.stringify(chunk.toString().slice(0, 40))}`);
+      else resolve(`Redis at ${host}:${port} answered ${JSON.stringify(chunk.toString().slice(0, 40))}`);
     });
   });
 }

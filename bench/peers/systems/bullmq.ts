@@ -5,10 +5,16 @@
  * because a worker waits for the next delayed job in a blocking pop whose timeout Redis only
  * checks `hz` times a second (default 10, i.e. up to 100 ms late). The original `hz` is put
  * back when the run stops.
+ *
+ * Two Redis setups: `bullmq` on the machine's shared Redis (`--appendonly no --save ""`: it
+ * keeps nothing on disk, so an acknowledged add is lost if Redis dies), and `bullmq-aof` on a
+ * Redis of its own that fsyncs every write before answering (durable-redis.ts), the durability
+ * tickler answers with.
  */
 import { randomBytes } from 'node:crypto';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
+import { durableRedisDescription, durableRedisHost, startDurableRedis, type DurableRedis } from '../durable-redis.js';
 import { redisHost, redisPort, wallClock } from '../services.js';
 import {
   isPayload, payloadOf, workerConcurrency,
@@ -18,12 +24,17 @@ import {
 const redisHzForRun = '100';
 const bulkAddMax = 1_000;
 
+/** Where BullMQ's Redis is: the machine's shared one, or one of the run's own that fsyncs every write. */
+export type BullmqRedis = 'shared' | 'aof';
+
 export class BullmqAdapter implements SystemAdapter {
-  readonly name = 'bullmq' as const;
-  readonly settings = `BullMQ 6.7.0, Redis 7 with hz 100 (default 10); Worker concurrency ${workerConcurrency}; ` +
-    'removeOnComplete; delayed jobs via `delay`, addBulk for batches, job schedulers for recurring';
+  readonly name: 'bullmq' | 'bullmq-aof';
+  readonly settings: string;
   readonly supportsEverySecond = true;
   private readonly attached: AttachInfo | undefined;
+  private readonly redisKind: BullmqRedis;
+  private durableRedis: DurableRedis | undefined;
+  private address = { host: redisHost, port: redisPort };
   private queueName = '';
   private queue: Queue | undefined;
   private worker: Worker | undefined;
@@ -31,15 +42,30 @@ export class BullmqAdapter implements SystemAdapter {
   private hzBefore: string | undefined;
   private memoryBaselineBytes = 0;
 
-  constructor(attached?: AttachInfo) {
+  constructor(attached?: AttachInfo, redisKind: BullmqRedis = 'shared') {
     this.attached = attached;
+    this.redisKind = redisKind;
+    this.name = redisKind === 'aof' ? 'bullmq-aof' : 'bullmq';
+    const redis = redisKind === 'aof'
+      ? `a Redis 7 of its own (${durableRedisDescription}: every write fsynced before its answer)`
+      : 'the machine\'s Redis 7 (appendonly no, no snapshots: nothing on disk)';
+    this.settings = `BullMQ 6.7.0 on ${redis}, hz 100 (default 10); Worker concurrency ${workerConcurrency}; ` +
+      'removeOnComplete; delayed jobs via `delay`, addBulk for batches, job schedulers for recurring';
   }
 
   async start(): Promise<void> {
     this.queueName = this.attached?.['queue'] ?? `peers-${randomBytes(4).toString('hex')}`;
-    this.redis = new Redis({ host: redisHost, port: redisPort, maxRetriesPerRequest: null });
+    if (this.redisKind === 'aof') {
+      if (this.attached === undefined) {
+        this.durableRedis = await startDurableRedis();
+        this.address = { host: durableRedisHost, port: this.durableRedis.port };
+      } else {
+        this.address = { host: durableRedisHost, port: Number(this.attached['port']) };
+      }
+    }
+    this.redis = new Redis(this.connectionOptions());
     this.queue = new Queue(this.queueName, {
-      connection: connectionOptions(),
+      connection: this.connectionOptions(),
       defaultJobOptions: { removeOnComplete: true, removeOnFail: true },
     });
     this.queue.on('error', (error) => process.stderr.write(`bullmq queue error: ${error.message}\n`));
@@ -53,7 +79,7 @@ export class BullmqAdapter implements SystemAdapter {
   }
 
   attachInfo(): AttachInfo {
-    return { queue: this.queueName };
+    return { queue: this.queueName, port: String(this.address.port) };
   }
 
   async startWorkers(onStart: HandlerStart): Promise<void> {
@@ -67,7 +93,7 @@ export class BullmqAdapter implements SystemAdapter {
         if (occurrence === null) throw new Error(`scheduler job id ${job.id} names no occurrence`);
         onStart({ index: -1, dueAtMs: Number(occurrence[1]), handledAtMs, recurringKey: String(job.repeatJobKey ?? job.name) });
       }
-    }, { connection: connectionOptions(), concurrency: workerConcurrency, removeOnComplete: { count: 0 }, removeOnFail: { count: 0 } });
+    }, { connection: this.connectionOptions(), concurrency: workerConcurrency, removeOnComplete: { count: 0 }, removeOnFail: { count: 0 } });
     this.worker.on('error', (error) => process.stderr.write(`bullmq worker error: ${error.message}\n`));
     await this.worker.waitUntilReady();
   }
@@ -124,16 +150,18 @@ export class BullmqAdapter implements SystemAdapter {
     }
     await this.queue?.close();
     this.redis?.disconnect();
+    await this.durableRedis?.stop();
+    this.durableRedis = undefined;
+  }
+
+  private connectionOptions(): { host: string; port: number; maxRetriesPerRequest: null } {
+    return { ...this.address, maxRetriesPerRequest: null };
   }
 
   private requireQueue(): Queue {
     if (this.queue === undefined) throw new Error('bullmq is not started');
     return this.queue;
   }
-}
-
-function connectionOptions(): { host: string; port: number; maxRetriesPerRequest: null } {
-  return { host: redisHost, port: redisPort, maxRetriesPerRequest: null };
 }
 
 function delayOf(job: BenchJob): number {

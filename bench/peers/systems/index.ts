@@ -2,6 +2,7 @@
  * The systems under test by name: building an adapter (fresh, or attached to a store another
  * process started, for child workers) and saying why one cannot run here (its service down).
  */
+import { durableRedisUnavailableReason } from '../durable-redis.js';
 import { postgresUnavailableReason, redisUnavailableReason } from '../services.js';
 import type { AttachInfo, SystemAdapter, SystemName } from '../types.js';
 import { BullmqAdapter } from './bullmq.js';
@@ -22,6 +23,7 @@ export function makeAdapter(name: SystemName, options: AdapterOptions = {}): Sys
     case 'tickler-sqlite': return new TicklerAdapter('sqlite', options);
     case 'tickler-postgres': return new TicklerAdapter('postgres', options);
     case 'bullmq': return new BullmqAdapter(attached);
+    case 'bullmq-aof': return new BullmqAdapter(attached, 'aof');
     case 'graphile-worker': return new GraphileWorkerAdapter(attached);
     case 'pg-boss': return new PgBossAdapter(attached);
   }
@@ -32,6 +34,7 @@ export async function unavailableReason(name: SystemName): Promise<string | unde
   switch (name) {
     case 'tickler-sqlite': return undefined;
     case 'bullmq': return redisUnavailableReason();
+    case 'bullmq-aof': return durableRedisUnavailableReason();
     case 'tickler-postgres':
     case 'graphile-worker':
     case 'pg-boss': return postgresUnavailableReason();
