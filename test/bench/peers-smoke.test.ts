@@ -75,3 +75,27 @@ test('the peers harness produces well-formed results for tickler-sqlite and a re
   assert.match(report, /## W2 precision/);
   assert.match(readFileSync(join(docsDir, 'img', 'peers-W2.svg'), 'utf8'), /^<svg [^>]+>[\s\S]*tickler-sqlite[\s\S]*<\/svg>\n$/);
 });
+
+test('bullmq-aof runs on a Redis of its own, which its child workers attach to, and loses nothing across a worker kill -9', { timeout: smokeTimeoutMs }, async (t) => {
+  const unavailable = await unavailableReason('bullmq-aof');
+  if (unavailable !== undefined) {
+    t.skip(unavailable);
+    return;
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'peers-smoke-aof-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const resultsPath = join(dir, 'results.json');
+
+  const { code, stderr } = await runHarness(['--quick', '--workload', 'W8', '--system', 'bullmq-aof', '--results', resultsPath, '--no-progress']);
+
+  assert.equal(code, 0, stderr.slice(-4_000));
+  const run = (JSON.parse(readFileSync(resultsPath, 'utf8')) as ResultsFile).runs
+    .find((candidate) => candidate.workload === 'W8' && candidate.system === 'bullmq-aof');
+  assert.ok(run !== undefined, 'no W8 run for bullmq-aof');
+  assert.equal(run.error, undefined, `W8 bullmq-aof failed: ${run.error}`);
+  assert.match(run.settings, /appendfsync always/);
+  const valueOf = (key: string): number | null | undefined => run.figures.find((item) => item.key === key)?.value;
+  assert.equal(valueOf('not_fired'), 0);
+  assert.equal(valueOf('duplicates'), 0);
+  assert.ok((valueOf('resume_ms') ?? 0) > 0, 'the workers resumed after the restart');
+});
