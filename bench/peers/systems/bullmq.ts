@@ -32,7 +32,6 @@ export class BullmqAdapter implements SystemAdapter {
   readonly settings: string;
   readonly supportsEverySecond = true;
   private readonly attached: AttachInfo | undefined;
-  private readonly redisKind: BullmqRedis;
   private durableRedis: DurableRedis | undefined;
   private address = { host: redisHost, port: redisPort };
   private queueName = '';
@@ -44,7 +43,6 @@ export class BullmqAdapter implements SystemAdapter {
 
   constructor(attached?: AttachInfo, redisKind: BullmqRedis = 'shared') {
     this.attached = attached;
-    this.redisKind = redisKind;
     this.name = redisKind === 'aof' ? 'bullmq-aof' : 'bullmq';
     const redis = redisKind === 'aof'
       ? `a Redis 7 of its own (${durableRedisDescription}: every write fsynced before its answer)`
@@ -55,7 +53,7 @@ export class BullmqAdapter implements SystemAdapter {
 
   async start(): Promise<void> {
     this.queueName = this.attached?.['queue'] ?? `peers-${randomBytes(4).toString('hex')}`;
-    if (this.redisKind === 'aof') {
+    if (this.name === 'bullmq-aof') {
       if (this.attached === undefined) {
         this.durableRedis = await startDurableRedis();
         this.address = { host: durableRedisHost, port: this.durableRedis.port };
