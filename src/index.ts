@@ -3,6 +3,8 @@
  * started through the `tickler serve` command (src/cli), not from here.
  */
 export { TicklerClient, type TicklerClientOptions, type RequestOptions } from './worker/client.js';
+export type { WorkerApi } from './worker/worker-api.js';
+export { openPostgresWorkerApi, PostgresWorkerApi, type PostgresWorkerApiOptions } from './worker/postgres-direct.js';
 export { createWorker, leaseErrorBackoffMs, type Worker, type WorkerOptions } from './worker/worker.js';
 export {
   LeaseLostError,

@@ -94,11 +94,15 @@ const goals: Goal[] = [
   { workload: 'W8', what: 'nothing lost or duplicated across kill -9', check: allZero(['not_fired', 'duplicates']) },
 ];
 
+/** tickler's configurations judged; workers straight to PostgreSQL only where a run of them was measured. */
+const ticklerSystems: readonly SystemName[] = ['tickler-sqlite', 'tickler-postgres', 'tickler-postgres-direct'];
+
 export function goalsTable(runs: readonly WorkloadRun[]): string[] {
-  const lines = ['| goal (issue 5) | tickler-sqlite | tickler-postgres |', '| --- | --- | --- |'];
+  const systems = ticklerSystems.filter((system) => system !== 'tickler-postgres-direct' || runs.some((run) => run.system === system));
+  const lines = [`| goal (issue 5) | ${systems.join(' | ')} |`, `| --- | ${systems.map(() => '---').join(' | ')} |`];
   for (const goal of goals) {
     const peerRuns = runs.filter((run) => run.workload === goal.workload && peers.includes(run.system) && run.error === undefined);
-    const cells = (['tickler-sqlite', 'tickler-postgres'] as const).map((system) => {
+    const cells = systems.map((system) => {
       const tickler = runs.find((run) => run.workload === goal.workload && run.system === system && run.error === undefined);
       const verdict = tickler === undefined ? null : goal.check(tickler, peerRuns);
       if (verdict === null) return 'not measured';

@@ -95,7 +95,7 @@ function workloadTable(workload: Workload, runs: WorkloadRun[]): string[] {
     for (const item of run.figures) if (!keys.some((known) => known.key === item.key)) keys.push(item);
   }
   const headline = keys.find((known) => known.key === workload.headlineKey);
-  const references = (['tickler-sqlite', 'tickler-postgres'] as const).filter((name) => runs.some((run) => run.system === name));
+  const references = (['tickler-sqlite', 'tickler-postgres', 'tickler-postgres-direct'] as const).filter((name) => runs.some((run) => run.system === name));
   const header = ['system', ...keys.map((known) => `${known.label} (${known.unit})`),
     ...references.map((name) => `${headline?.label ?? workload.headlineKey}: system ÷ ${name}`)];
   const rows = runs.map((run) => [

@@ -75,7 +75,7 @@ export interface SystemAdapter {
   stop(): Promise<void>;
 }
 
-export const systemNames = ['tickler-sqlite', 'tickler-postgres', 'bullmq', 'bullmq-aof', 'graphile-worker', 'pg-boss'] as const;
+export const systemNames = ['tickler-sqlite', 'tickler-postgres', 'tickler-postgres-direct', 'bullmq', 'bullmq-aof', 'graphile-worker', 'pg-boss'] as const;
 export type SystemName = (typeof systemNames)[number];
 
 /** Worker concurrency for every system (issue 5: the same everywhere). */

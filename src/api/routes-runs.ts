@@ -3,14 +3,11 @@
  * worker calls lease (long-poll), heartbeat and complete, one run at a time or in batches.
  */
 import { Type } from 'typebox';
-import { Compile } from 'typebox/compile';
-import type { FastifyBaseLogger } from 'fastify';
 import type { RunRecord } from '../domain/types.js';
 import { TicklerError } from '../errors.js';
 import * as limits from '../limits.js';
-import type { ItemOutcome } from '../service/run-service.js';
 import type { App, ApiContext } from './app.js';
-import { schemaIssueToError, toTicklerError } from './http-errors.js';
+import { checkCompleteItem, checkHeartbeatItem, checkItem, leaseWaitRequestOf, mergeInOrder } from './worker-calls.js';
 import {
   CompleteBatchBody,
   CompleteBody,
@@ -29,9 +26,6 @@ import {
 import { scopeOf } from './auth.js';
 import { iso, joinedUtf8, leasedRunWireJson, runToWire, runWithEventsToWire } from './wire.js';
 import { assertEmptyBody, callerOf, checkId, instantOf, jsonType, limitOf, pageToWire } from './route-helpers.js';
-
-const checkCompleteItem = Compile(CompleteItem);
-const checkHeartbeatItem = Compile(HeartbeatItem);
 
 export function registerRunRoutes(app: App, context: ApiContext): void {
   registerLedgerRoutes(app, context);
@@ -95,17 +89,7 @@ function registerWorkerRoutes(app: App, { runs, waiters }: ApiContext): void {
     reply.raw.once('close', () => {
       if (!reply.raw.writableFinished) client.abort();
     });
-    const leased = await waiters.lease({
-      scope: scopeOf(callerOf(request), request.query.team),
-      pool: body.pool,
-      max: body.max ?? 1,
-      leaseMs: body.lease_s === undefined ? null : body.lease_s * 1000,
-      workerId: body.worker_id ?? null,
-      aheadMs: body.ahead_ms ?? 0,
-      ...(body.max_ready === undefined ? {} : { readyMax: body.max_ready }),
-      waitMs: Math.round((body.wait_s ?? 0) * 1000),
-      signal: client.signal,
-    });
+    const leased = await waiters.lease(leaseWaitRequestOf(body, scopeOf(callerOf(request), request.query.team), client.signal));
     return reply.type(jsonType).send(joinedUtf8('{"runs":[', leased, leasedRunWireJson, ']}'));
   });
 
@@ -130,10 +114,6 @@ function registerWorkerRoutes(app: App, { runs, waiters }: ApiContext): void {
     return runToWire(run);
   });
 }
-
-/** One item of a batch answer: its own status, and the value or the error document. */
-type ItemAnswer<K extends string> = { status: number; error: ReturnType<TicklerError['toBody']>['error'] }
-  | ({ status: 200 } & Partial<Record<K, unknown>>);
 
 /**
  * The batch forms of heartbeat and complete (an extension of API.md, documented in
@@ -177,50 +157,5 @@ function registerWorkerBatchRoutes(app: App, { runs, deps }: ApiContext): void {
     const outcomes = await runs.heartbeatMany(scope, valid.map((item) => ({ runId: item.run_id, fencingToken: item.fencing_token })));
     const results = mergeInOrder(checked, outcomes, (expiresAtMs) => iso(expiresAtMs), 'lease_expires_at', request.log, deps.metrics);
     return { results };
-  });
-}
-
-interface ItemValidator<T> {
-  Check(value: unknown): value is T;
-  Errors(value: unknown): Parameters<typeof schemaIssueToError>[0];
-}
-
-/** An item's schema and id checks; its error is its answer, the batch goes on. */
-function checkItem<T extends { run_id: string }>(validator: ItemValidator<T>, item: unknown): T | TicklerError {
-  if (!validator.Check(item)) return schemaIssueToError(validator.Errors(item));
-  try {
-    checkId(item.run_id, 'run');
-  } catch (error) {
-    if (error instanceof TicklerError) return error;
-    throw error;
-  }
-  return item;
-}
-
-/**
- * Puts the store's outcomes back among the items that failed validation, in request order;
- * a success carries its value under `name` unless `toWire` is null.
- * An id that cannot exist answers 404 like an unknown one (without a lookup); an error that
- * is not the client's (an outage, a bug) answers for its item only, and is logged.
- */
-function mergeInOrder<I, T, K extends string>(
-  checked: readonly (I | TicklerError)[],
-  outcomes: readonly ItemOutcome<T>[],
-  toWire: ((value: T) => unknown) | null,
-  name: K,
-  log: FastifyBaseLogger,
-  metrics: ApiContext['deps']['metrics'],
-): ItemAnswer<K>[] {
-  let next = 0;
-  return checked.map((item): ItemAnswer<K> => {
-    const outcome: ItemOutcome<T> = item instanceof TicklerError ? { ok: false, error: item } : outcomes[next++]!;
-    if (outcome.ok) return (toWire === null ? { status: 200 } : { status: 200, [name]: toWire(outcome.value) }) as ItemAnswer<K>;
-    let error = toTicklerError(outcome.error);
-    if (error === null) {
-      log.error({ err: outcome.error }, 'batch item failed');
-      error = new TicklerError('internal', 'internal error; see the server log');
-    }
-    metrics.httpErrorsTotal.inc({ code: error.code });
-    return { status: error.status, error: error.toBody().error };
   });
 }

@@ -4,7 +4,7 @@
  * `RequestBatcher`, falling back to the per-run routes on a server without them.
  */
 import { batchRequestBodyBytesMax, leaseBatchMax } from '../limits.js';
-import type { TicklerClient } from './client.js';
+import type { WorkerApi } from './worker-api.js';
 import { RequestBatcher, itemErrorOf, type BatchLinger } from './request-batcher.js';
 import { TicklerApiError } from './errors.js';
 import type { CompleteBatchItem, HeartbeatBatchItem, ItemError } from './wire.js';
@@ -22,7 +22,7 @@ export type HeartbeatBatcher = RequestBatcher<HeartbeatBatchItem, { lease_expire
  * completion was accepted. A server older than that option rejects the field (400 on
  * `answer`); the batcher then asks for whole runs from there on.
  */
-export function completionBatcher(client: TicklerClient, onBatchRouteMissing: () => void, linger?: BatchLinger):
+export function completionBatcher(client: WorkerApi, onBatchRouteMissing: () => void, linger?: BatchLinger):
   CompletionBatcher {
   let brief = true;
   const send = async (items: CompleteBatchItem[], timeoutMs: number | undefined): Promise<{ status: number; error?: ItemError }[]> => {
@@ -51,7 +51,7 @@ export function completionBatcher(client: TicklerClient, onBatchRouteMissing: ()
   }, { itemsMax: leaseBatchMax, bytesMax: batchBytesMax, onBatchRouteMissing, ...(linger === undefined ? {} : { linger }) });
 }
 
-export function heartbeatBatcher(client: TicklerClient, onBatchRouteMissing: () => void): HeartbeatBatcher {
+export function heartbeatBatcher(client: WorkerApi, onBatchRouteMissing: () => void): HeartbeatBatcher {
   return new RequestBatcher<HeartbeatBatchItem, { lease_expires_at: string }>({
     async sendBatch(items, timeoutMs) {
       const { results } = await client.heartbeatRuns(items, timeoutMs === undefined ? {} : { timeoutMs });

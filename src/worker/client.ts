@@ -15,6 +15,7 @@ import { createBatcher, type CreateBatcher, type CreateText } from './create-bat
 import { TicklerApiError, TicklerNetworkError } from './errors.js';
 import { RequestBatcher, aloneAsItem, itemErrorOf, type BatchItemResult } from './request-batcher.js';
 import { fetchTransport, httpTransport, type Transport, type TransportAnswer } from './http-transport.js';
+import type { WorkerApi } from './worker-api.js';
 import type {
   BatchIdResult,
   BatchResult,
@@ -91,7 +92,7 @@ const requestTimeoutMsDefault = 30_000;
 /** Headroom over `wait_s` so a long-poll that answers on time is never cut short by its timeout. */
 const longPollTimeoutHeadroomMs = 10_000;
 
-export class TicklerClient {
+export class TicklerClient implements WorkerApi {
   readonly baseUrl: string;
   private readonly apiKey: string | undefined;
   private readonly transport: Transport;

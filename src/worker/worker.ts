@@ -38,10 +38,14 @@ import { GroupedTimers } from './grouped-timers.js';
 import { InstantQueue } from './instant-queue.js';
 import { LeaseLostError, RunAttempt, type AttemptDependencies, type RunHandler, type WorkerLogger } from './run-attempt.js';
 import type { LeasedRun } from './wire.js';
+import type { WorkerApi } from './worker-api.js';
 
 export interface WorkerOptions {
-  /** A client, or `baseUrl` (and `apiKey`) to build one. */
-  client?: TicklerClient;
+  /**
+   * What the worker calls: a `TicklerClient` (HTTP), a `PostgresWorkerApi` (straight to the
+   * PostgreSQL store, postgres-direct.ts), or `baseUrl` (and `apiKey`) to build a client.
+   */
+  client?: WorkerApi;
   baseUrl?: string;
   apiKey?: string;
   pool: string;
@@ -209,7 +213,7 @@ export function leaseErrorBackoffMs(
 class PullWorker implements Worker {
   readonly workerId: string;
   private readonly options: WorkerOptions;
-  private readonly client: TicklerClient;
+  private readonly client: WorkerApi;
   private readonly clock: Clock;
   private readonly logger: WorkerLogger;
   private readonly random: () => number;

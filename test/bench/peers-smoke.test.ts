@@ -99,3 +99,32 @@ test('bullmq-aof runs on a Redis of its own, which its child workers attach to, 
   assert.equal(valueOf('duplicates'), 0);
   assert.ok((valueOf('resume_ms') ?? 0) > 0, 'the workers resumed after the restart');
 });
+
+test('tickler-postgres-direct drains W3 and survives W8 (quick) with workers straight to PostgreSQL, in child processes for W8',
+  { timeout: smokeTimeoutMs }, async (t) => {
+    const unavailable = await unavailableReason('tickler-postgres-direct');
+    if (unavailable !== undefined) {
+      t.skip(unavailable);
+      return;
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'peers-smoke-direct-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const resultsPath = join(dir, 'results.json');
+
+    const { code, stderr } = await runHarness(['--quick', '--workload', 'W3,W8', '--system', 'tickler-postgres-direct',
+      '--results', resultsPath, '--no-progress']);
+
+    assert.equal(code, 0, stderr.slice(-4_000));
+    const runs = (JSON.parse(readFileSync(resultsPath, 'utf8')) as ResultsFile).runs;
+    for (const workload of ['W3', 'W8'] as const) {
+      const run = runs.find((candidate) => candidate.workload === workload && candidate.system === 'tickler-postgres-direct');
+      assert.ok(run !== undefined, `no ${workload} run for tickler-postgres-direct`);
+      assert.equal(run.error, undefined, `${workload} failed: ${run.error}`);
+      assert.match(run.settings, /straight to PostgreSQL/);
+      const valueOf = (key: string): number | null | undefined => run.figures.find((item) => item.key === key)?.value;
+      assert.equal(valueOf('not_fired'), 0, `${workload}: every job handled`);
+      assert.equal(valueOf('duplicates'), 0, `${workload}: none handled twice`);
+      if (workload === 'W3') assert.ok((valueOf('handled_per_s') ?? 0) > 0, 'W3 measured a rate');
+      else assert.ok((valueOf('resume_ms') ?? 0) > 0, 'W8: the workers resumed after the restart');
+    }
+  });

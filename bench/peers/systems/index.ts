@@ -22,6 +22,7 @@ export function makeAdapter(name: SystemName, options: AdapterOptions = {}): Sys
   switch (name) {
     case 'tickler-sqlite': return new TicklerAdapter('sqlite', options);
     case 'tickler-postgres': return new TicklerAdapter('postgres', options);
+    case 'tickler-postgres-direct': return new TicklerAdapter('postgres', { ...options, workers: 'direct' });
     case 'bullmq': return new BullmqAdapter(attached);
     case 'bullmq-aof': return new BullmqAdapter(attached, 'aof');
     case 'graphile-worker': return new GraphileWorkerAdapter(attached);
@@ -36,6 +37,7 @@ export async function unavailableReason(name: SystemName): Promise<string | unde
     case 'bullmq': return redisUnavailableReason();
     case 'bullmq-aof': return durableRedisUnavailableReason();
     case 'tickler-postgres':
+    case 'tickler-postgres-direct':
     case 'graphile-worker':
     case 'pg-boss': return postgresUnavailableReason();
   }

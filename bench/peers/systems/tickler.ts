@@ -1,7 +1,9 @@
 /**
  * tickler as a real `tickler serve` process (embedded SQLite, or PostgreSQL with `--store`),
  * driven over HTTP through the SDK's TicklerClient, with SDK workers (`createWorker`) in the
- * harness process pulling with one long-poll per worker. Nothing is tuned: the server runs
+ * harness process pulling with one long-poll per worker: over HTTP, or on PostgreSQL also
+ * straight to the database (`tickler-postgres-direct`: the SDK's `PostgresWorkerApi`, as
+ * graphile-worker's and pg-boss's workers speak to PostgreSQL). Nothing is tuned: the server runs
  * its defaults, the worker its defaults (`wait_s` 20), both as a user would start them.
  * W1's one-at-a-time creates are measured twice: with a plain client (one `POST /v1/jobs`
  * per call) and with a second client that has the SDK's `coalesceCreates` on.
@@ -11,7 +13,7 @@ import type { WorkerLogger } from '../../../src/worker/run-attempt.js';
 import type { Worker } from '../../../src/worker/worker.js';
 import type { JobCreateRequest } from '../../../src/worker/wire.js';
 import { makeTempDir, startBenchServer, type BenchServer } from '../../server-process.js';
-import { createWorker, sdkOrigin, TicklerClient } from './tickler-sdk.js';
+import { createWorker, openPostgresWorkerApi, sdkOrigin, TicklerClient, type PostgresWorkerApi } from './tickler-sdk.js';
 import type { CoalescedCreates } from '../workloads/lifecycle.js';
 import { createFreshDatabase, wallClock, type FreshDatabase } from '../services.js';
 import {
@@ -54,15 +56,21 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
   /** The same server through a client with `coalesceCreates` on: W1's coalesced figure. */
   private coalescingClient: TicklerClient | undefined;
   private worker: Worker | undefined;
+  /** Workers straight to PostgreSQL: their connection to the store, open while they run. */
+  private workerApi: PostgresWorkerApi | undefined;
+  private readonly workersDirect: boolean;
   server: SchedulerServer | undefined;
 
   private readonly cpuProfileDir: string | undefined;
 
-  constructor(storeKind: 'sqlite' | 'postgres', options: { attached?: AttachInfo; cpuProfileDir?: string } = {}) {
+  constructor(storeKind: 'sqlite' | 'postgres', options: { attached?: AttachInfo; cpuProfileDir?: string; workers?: 'http' | 'direct' } = {}) {
     this.storeKind = storeKind;
     this.cpuProfileDir = options.cpuProfileDir;
     const attached = options.attached;
-    this.name = storeKind === 'sqlite' ? 'tickler-sqlite' as const : 'tickler-postgres' as const;
+    this.workersDirect = options.workers === 'direct';
+    if (this.workersDirect && storeKind !== 'postgres') throw new Error('workers straight to the store need PostgreSQL');
+    this.name = storeKind === 'sqlite' ? 'tickler-sqlite' as const
+      : this.workersDirect ? 'tickler-postgres-direct' as const : 'tickler-postgres' as const;
     this.attached = attached;
     this.settings = `tickler serve defaults (${storeKind === 'sqlite' ? 'embedded SQLite' : 'PostgreSQL 15'}), ` +
       'started as npm start starts it (bin/tickler.js, from the dist/ build that npm run bench:peers makes first); ' +
@@ -73,7 +81,10 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
       'from a local timer, as the README advises for a herd; not on W5, whose cancels must stop a job until its due time, ' +
       'while a run leased ahead is its worker\'s), completions in batches (one in flight, a small one lingering up to ' +
       '10 ms after the last: the SDK defaults), ' +
-      'over HTTP; W1 one at a time twice: plain createJob (a POST /v1/jobs each, ' +
+      (this.workersDirect
+        ? 'straight to PostgreSQL (the SDK\'s openPostgresWorkerApi on the server\'s database, 4 connections; no HTTP hop); '
+        : 'over HTTP; ') +
+      'W1 one at a time twice: plain createJob (a POST /v1/jobs each, ' +
       'single_per_s) and with TicklerClient coalesceCreates: true and createJobId (concurrent calls share POST /v1/jobs:batch ' +
       'requests answered with ids, single_coalesced_per_s); batches with answer "id" (each item answers its job_id, not the whole job); W5 cancels through TicklerClient coalesceCancels: true (concurrent cancelJob calls share POST /v1/jobs:cancel requests); W6 jobs with overlap allow and tolerance_s 0' +
       (storeKind === 'postgres' ? '; --node-id peers-node, the same across the W8 restart (as the README advises)' : '');
@@ -114,7 +125,7 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
   }
 
   attachInfo(): AttachInfo {
-    return { baseUrl: this.baseUrl };
+    return { baseUrl: this.baseUrl, ...(this.database === undefined ? {} : { databaseUrl: this.database.url }) };
   }
 
   async startWorkers(onStart: HandlerStart, options: WorkerStartOptions = {}): Promise<void> {
@@ -123,8 +134,9 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
       if (this.problems.samples.length < 3) this.problems.samples.push(`${level}: ${message} ${JSON.stringify(details).slice(0, 200)}`);
     };
     const logger: WorkerLogger = { debug: () => undefined, info: () => undefined, warn: note('warn'), error: note('error') };
+    if (this.workersDirect) this.workerApi = await openPostgresWorkerApi({ url: this.databaseUrl() });
     this.worker = createWorker({
-      client: this.requireClient(),
+      client: this.workerApi ?? this.requireClient(),
       pool,
       concurrency: workerConcurrency,
       prefetch: workerConcurrency,
@@ -146,6 +158,8 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
   async stopWorkers(): Promise<void> {
     await this.worker?.stop({ timeoutMs: 5_000 });
     this.worker = undefined;
+    await this.workerApi?.close();
+    this.workerApi = undefined;
   }
 
   async createOne(job: BenchJob): Promise<string> {
@@ -217,6 +231,12 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
     }
     await this.database?.drop();
     this.dataDir?.remove();
+  }
+
+  private databaseUrl(): string {
+    const url = this.database?.url ?? this.attached?.['databaseUrl'];
+    if (url === undefined) throw new Error(`${this.name} has no database`);
+    return url;
   }
 
   private requireClient(): TicklerClient {
