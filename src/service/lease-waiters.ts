@@ -56,6 +56,8 @@ interface Waiter {
   expired: boolean;
   settled: boolean;
   timeout: NodeJS.Timeout;
+  /** Listening on the request's signal until settled: a worker straight to the store passes one signal for all its leases. */
+  onAbort: (() => void) | null;
   resolve(runs: LeasedRun[]): void;
   reject(error: unknown): void;
 }
@@ -93,10 +95,13 @@ export class LeaseWaiters {
   private park(request: LeaseWaitRequest): Promise<LeasedRun[]> {
     return new Promise<LeasedRun[]>((resolve, reject) => {
       const waiter: Waiter = {
-        request, leasing: false, expired: false, settled: false, resolve, reject,
+        request, leasing: false, expired: false, settled: false, resolve, reject, onAbort: null,
         timeout: setTimeout(() => this.expire(waiter), request.waitMs),
       };
-      request.signal?.addEventListener('abort', () => this.expire(waiter), { once: true });
+      if (request.signal !== undefined) {
+        waiter.onAbort = () => this.expire(waiter);
+        request.signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
       this.queueOf(request.pool).waiters.push(waiter);
       void this.wake(request.pool);
     });
@@ -270,6 +275,7 @@ export class LeaseWaiters {
     if (waiter.settled) return;
     waiter.settled = true;
     clearTimeout(waiter.timeout);
+    this.stopListening(waiter);
     waiter.resolve(runs);
     const queue = this.pools.get(waiter.request.pool);
     if (queue !== undefined && !queue.draining) this.forgetIfIdle(waiter.request.pool, queue);
@@ -279,7 +285,13 @@ export class LeaseWaiters {
     if (waiter.settled) return;
     waiter.settled = true;
     clearTimeout(waiter.timeout);
+    this.stopListening(waiter);
     waiter.reject(error);
+  }
+
+  private stopListening(waiter: Waiter): void {
+    if (waiter.onAbort !== null) waiter.request.signal?.removeEventListener('abort', waiter.onAbort);
+    waiter.onAbort = null;
   }
 
   private storeRequest(request: LeaseWaitRequest): LeaseRunsRequest {

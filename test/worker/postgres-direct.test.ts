@@ -3,6 +3,7 @@
 // in a worker's process) is woken by the dispatch's NOTIFY, leases, and completes. Fencing,
 // the ledger and bad input behave as over HTTP. Time is a VirtualClock shared by both sides.
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { VirtualClock } from '../../src/clock.js';
 import { runIdOf } from '../../src/domain/identity.js';
@@ -158,6 +159,15 @@ void describe('workers straight to PostgreSQL', { skip: skip ?? false }, () => {
     const run = await handle.store.getRun(null, runId);
     assert.equal(run?.status, 'running', 'no bad completion was recorded');
     assert.deepEqual(run?.events.map((event) => event.type), ['dispatched', 'leased']);
+  });
+
+  it('leases parked under one long-lived signal (the worker\'s) leave no listener on it once answered', async () => {
+    const worker = new AbortController();
+    for (let lease = 0; lease < 20; lease++) {
+      // wait_s is a transport timeout and runs in real time: a millisecond parks and answers.
+      assert.deepEqual(await api.leaseRuns({ pool: 'default', max: 1, wait_s: 0.001 }, { signal: worker.signal }), { runs: [] });
+    }
+    assert.equal(getEventListeners(worker.signal, 'abort').length, 0);
   });
 
   it('close answers a parked lease with no runs at once', async () => {
