@@ -103,6 +103,8 @@ export function goalsTable(runs: readonly WorkloadRun[]): string[] {
   for (const goal of goals) {
     const peerRuns = runs.filter((run) => run.workload === goal.workload && peers.includes(run.system) && run.error === undefined);
     const cells = systems.map((system) => {
+      // W1 only creates, and tickler-postgres-direct creates over HTTP as tickler-postgres does.
+      if (system === 'tickler-postgres-direct' && goal.workload === 'W1') return 'as tickler-postgres (creates go over HTTP)';
       const tickler = runs.find((run) => run.workload === goal.workload && run.system === system && run.error === undefined);
       const verdict = tickler === undefined ? null : goal.check(tickler, peerRuns);
       if (verdict === null) return 'not measured';
