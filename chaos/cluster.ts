@@ -35,6 +35,8 @@ export interface ClusterOptions {
   schedulerCount: number;
   apiCount: number;
   workerCount: number;
+  /** The last this many workers speak straight to PostgreSQL (`openPostgresWorkerApi`) instead of to an API node. */
+  directWorkerCount: number;
   repoDir: string;
 }
 
@@ -84,9 +86,10 @@ export function addClusterProcesses(supervisor: Supervisor, options: ClusterOpti
     const name = `worker-${index}`;
     layout.workers.push(name);
     const apiUrl = layout.urls.get(layout.apis[(index - 1) % layout.apis.length] as string) as string;
+    const direct = index > options.workerCount - options.directWorkerCount;
     supervisor.add({
       name, command: process.execPath, cwd: options.repoDir, env: { TICKLER_LOG_LEVEL: 'warn' },
-      args: ['--import', 'tsx', 'chaos/worker.ts', '--name', name, '--base-url', apiUrl,
+      args: ['--import', 'tsx', 'chaos/worker.ts', '--name', name, ...(direct ? ['--store-url', options.storeUrl] : ['--base-url', apiUrl]),
         '--history', join(options.artifactsDir, `${name}.jsonl`), '--lease-s', String(options.workerLeaseS),
         '--lease-ahead-ms', String(options.workerLeaseAheadMs)],
       logPath: join(options.artifactsDir, `${name}.log`), readyLogText: `chaos worker ${name} started`,

@@ -1,5 +1,6 @@
 /**
- * What a chaos worker saw, recorded at the HTTP boundary: a `fetch` for the worker SDK's
+ * What a chaos worker saw, recorded at the HTTP boundary (or, for a worker straight to
+ * PostgreSQL, at the `WorkerApi` boundary: recording-worker-api.ts, with the same records): a `fetch` for the worker SDK's
  * client that writes every lease, heartbeat and completion — and the server's answer to each
  * — to the worker's history. Recording the wire rather than the client's methods keeps the
  * history complete whichever routes the SDK uses (one request per run, or the batch routes
@@ -34,12 +35,12 @@ export interface LeasedRunWire {
   payload?: unknown;
 }
 
-interface ItemAnswer {
+export interface ItemAnswer {
   outcome: AnswerOutcome;
   leaseExpiresAtMs?: number;
 }
 
-interface WorkerCall {
+export interface WorkerCall {
   runId: string;
   fencingToken: string;
   status?: 'succeeded' | 'failed' | 'failed_permanent';
@@ -68,8 +69,17 @@ function parseJson(text: string): unknown {
   }
 }
 
-export function recordingFetch(options: RecordingFetchOptions): typeof fetch {
-  const inner = options.fetch ?? globalThis.fetch;
+/** What a chaos worker records of its calls, whichever transport makes them (HTTP, or straight to PostgreSQL). */
+export interface WorkerCallRecorder {
+  /** Each leased run as a `dispatch`; notes the attempts whose heartbeats are silenced. */
+  recordLeases(document: unknown): void;
+  /** Each call with its answer, in order; a call with no answer is `unknown`. */
+  recordCalls(kind: 'heartbeat' | 'completion', sentAtMs: number, calls: readonly WorkerCall[], answers: readonly ItemAnswer[]): void;
+  /** Whether heartbeats under this token never leave the process (the `outlive` behaviour). */
+  isSilenced(fencingToken: string): boolean;
+}
+
+export function workerCallRecorder(options: Omit<RecordingFetchOptions, 'fetch'>): WorkerCallRecorder {
   const silentTokens = new Set<string>();
   const { recorder, workerName } = options;
 
@@ -103,6 +113,13 @@ export function recordingFetch(options: RecordingFetchOptions): typeof fetch {
       });
     }
   };
+
+  return { recordCalls, recordLeases, isSilenced: (fencingToken) => silentTokens.has(fencingToken) };
+}
+
+export function recordingFetch(options: RecordingFetchOptions): typeof fetch {
+  const inner = options.fetch ?? globalThis.fetch;
+  const { recordCalls, recordLeases, isSilenced } = workerCallRecorder(options);
 
   /** Sends `calls` (all but the silenced heartbeats), records each answer, answers the SDK. */
   const forward = async (request: { url: string; init: RequestInit }, kind: 'heartbeat' | 'completion', batch: boolean,
@@ -158,7 +175,7 @@ export function recordingFetch(options: RecordingFetchOptions): typeof fetch {
       const runId = decodeURIComponent(single[1] as string);
       const fencingToken = String(body['fencing_token']);
       if (path.endsWith('/heartbeat')) {
-        if (silentTokens.has(fencingToken)) {
+        if (isSilenced(fencingToken)) {
           const { lease_expires_at: leaseExpiresAt } = fakeHeartbeatAnswer();
           return Response.json({ lease_expires_at: leaseExpiresAt });
         }
@@ -181,7 +198,7 @@ export function recordingFetch(options: RecordingFetchOptions): typeof fetch {
   /** A heartbeat batch: silenced items are answered here, the rest go to the server, in order. */
   async function heartbeatBatch(request: { url: string; init: RequestInit },
     items: { run_id: string; fencing_token: string }[]): Promise<Response> {
-    const sent = items.filter((item) => !silentTokens.has(item.fencing_token));
+    const sent = items.filter((item) => !isSilenced(item.fencing_token));
     if (sent.length === items.length) {
       return forward(request, 'heartbeat', true, sent.map((item) => ({ runId: item.run_id, fencingToken: item.fencing_token })),
         { heartbeats: items });
@@ -195,7 +212,7 @@ export function recordingFetch(options: RecordingFetchOptions): typeof fetch {
       sentResults = Array.isArray(results) ? results : [];
     }
     let next = 0;
-    const results = items.map((item) => (silentTokens.has(item.fencing_token) ? fakeHeartbeatAnswer() : sentResults[next++]));
+    const results = items.map((item) => (isSilenced(item.fencing_token) ? fakeHeartbeatAnswer() : sentResults[next++]));
     return Response.json({ results });
   }
 }

@@ -1,6 +1,6 @@
 /**
  * The chaos test (issue 4): real processes on PostgreSQL — 3 scheduler nodes, 2 API nodes, 4
- * workers — a seeded workload, faults every few seconds drawn from the same seed, then heal,
+ * workers, the last `--direct-workers` (1) of them straight to PostgreSQL — a seeded workload, faults every few seconds drawn from the same seed, then heal,
  * drain, dump the ledger and run the history checker. Exits 0 only when the history is valid
  * and every node behaved (no exit of its own, a clean stop on SIGTERM); 1 on a violation; 2
  * when the harness itself failed. History, report and every process's log land in the
@@ -8,7 +8,7 @@
  *
  * Usage: npm run chaos -- --seconds 120 --seed N [--pg-url postgres://...] [--artifacts DIR]
  *        [--keep-db] [--port-base 17000] [--lag-bound-ms 1000] [--no-faults] [--dispatch-ahead-min-timers 256]
- *        [--lease-ahead-ms 0] [--worker-lease-s 5]
+ *        [--lease-ahead-ms 0] [--worker-lease-s 5] [--direct-workers 1]
  */
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -52,6 +52,8 @@ const workerLeaseSDefault = 5;
 const faultLagBoundMs = chaosTiming.shardLeaseTtlMs + 2_000;
 const drainMsMax = 60_000;
 const nodeStopTimeoutMs = 10_000;
+/** Chaos workers; `--direct-workers` of them speak straight to PostgreSQL. */
+const workerCount = 4;
 
 interface RunArguments {
   seconds: number;
@@ -81,6 +83,8 @@ interface RunArguments {
    * than waited out; at the default 5 s the cut would end later than the lease.
    */
   workerLeaseS: number;
+  /** Of the four workers, how many speak straight to PostgreSQL (`openPostgresWorkerApi`); the rest go through the API nodes. */
+  directWorkers: number;
 }
 
 function parseArguments(argv: string[]): RunArguments {
@@ -92,10 +96,15 @@ function parseArguments(argv: string[]): RunArguments {
     'dispatch-ahead-min-timers': { type: 'string', default: String(chaosTiming.dispatchAheadMinTimers) },
     'lease-ahead-ms': { type: 'string', default: '0' },
     'worker-lease-s': { type: 'string', default: String(workerLeaseSDefault) },
+    'direct-workers': { type: 'string', default: '1' },
   } });
   const integer = (text: string, name: string): number => {
     const value = Number(text);
     if (!Number.isSafeInteger(value) || value < 0) throw new Error(`--${name} must be a non-negative integer`);
+    return value;
+  };
+  const atMost = (value: number, maximum: number, name: string): number => {
+    if (value > maximum) throw new Error(`--${name} must be at most ${maximum}`);
     return value;
   };
   const atLeast = (value: number, minimum: number, name: string): number => {
@@ -111,6 +120,7 @@ function parseArguments(argv: string[]): RunArguments {
     dispatchAheadMinTimers: integer(values['dispatch-ahead-min-timers'], 'dispatch-ahead-min-timers'),
     leaseAheadMs: integer(values['lease-ahead-ms'], 'lease-ahead-ms'),
     workerLeaseS: atLeast(integer(values['worker-lease-s'], 'worker-lease-s'), workerLeaseSDefault, 'worker-lease-s'),
+    directWorkers: atMost(integer(values['direct-workers'], 'direct-workers'), workerCount, 'direct-workers'),
   };
 }
 
@@ -140,7 +150,7 @@ async function main(): Promise<number> {
   const repoDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
   const layout = addClusterProcesses(supervisor, { storeUrl: database.url, portBase: args.portBase,
     artifactsDir: args.artifactsDir,
-    timing: { ...chaosTiming, dispatchAheadMinTimers: args.dispatchAheadMinTimers }, workerLeaseS: args.workerLeaseS, schedulerCount: 3, apiCount: 2, workerCount: 4,
+    timing: { ...chaosTiming, dispatchAheadMinTimers: args.dispatchAheadMinTimers }, workerLeaseS: args.workerLeaseS, schedulerCount: 3, apiCount: 2, workerCount, directWorkerCount: args.directWorkers,
     workerLeaseAheadMs: args.leaseAheadMs, repoDir });
   try {
     return await runPhases(args, { clock, log, recorder, supervisor, layout, database, runTag });

@@ -13,17 +13,23 @@
  * (the SDK's `leaseAheadMs`); every handler records its start (`handler_start`), so the
  * checker sees when a run held that way actually began.
  *
- * Usage: tsx chaos/worker.ts --name W --base-url URL --history FILE [--lease-s 5] [--concurrency 16]
- *   [--lease-ahead-ms 0]
+ * With `--store-url URL` it speaks straight to PostgreSQL instead of to `--base-url`
+ * (`openPostgresWorkerApi`), recorded at that boundary (recording-worker-api.ts).
+ *
+ * Usage: tsx chaos/worker.ts --name W (--base-url URL | --store-url URL) --history FILE [--lease-s 5]
+ *   [--concurrency 16] [--lease-ahead-ms 0]
  */
 import { parseArgs } from 'node:util';
 import { SystemClock } from '../src/clock.js';
 import { TicklerClient } from '../src/worker/client.js';
 import { PermanentError } from '../src/worker/errors.js';
 import type { WorkerRun } from '../src/worker/run-attempt.js';
+import { openPostgresWorkerApi, type PostgresWorkerApi } from '../src/worker/postgres-direct.js';
 import { createWorker } from '../src/worker/worker.js';
+import type { WorkerApi } from '../src/worker/worker-api.js';
 import { HistoryRecorder } from './recorder.js';
 import { recordingFetch } from './recording-fetch.js';
+import { recordingWorkerApi } from './recording-worker-api.js';
 import { chaosPool, type ChaosPayload } from './workload.js';
 
 function payloadOf(run: { payload?: unknown }): Partial<ChaosPayload> {
@@ -64,20 +70,29 @@ async function handle(run: WorkerRun, signal: AbortSignal, clock: SystemClock, l
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: {
-    name: { type: 'string' }, 'base-url': { type: 'string' }, history: { type: 'string' },
+    name: { type: 'string' }, 'base-url': { type: 'string' }, 'store-url': { type: 'string' }, history: { type: 'string' },
     'lease-s': { type: 'string', default: '5' }, concurrency: { type: 'string', default: '16' },
     'lease-ahead-ms': { type: 'string', default: '0' },
   } });
-  if (values.name === undefined || values['base-url'] === undefined || values.history === undefined) {
-    throw new Error('usage: worker.ts --name W --base-url URL --history FILE [--lease-s 5] [--concurrency 16]');
+  if (values.name === undefined || (values['base-url'] === undefined) === (values['store-url'] === undefined)
+    || values.history === undefined) {
+    throw new Error('usage: worker.ts --name W (--base-url URL | --store-url URL) --history FILE [--lease-s 5] [--concurrency 16]');
   }
   const clock = new SystemClock();
   const recorder = new HistoryRecorder(values.history, () => clock.nowMs());
   const leaseS = Number(values['lease-s']);
-  const client = new TicklerClient({ baseUrl: values['base-url'], fetch: recordingFetch({
+  const recording = {
     recorder, workerName: values.name, nowMs: () => clock.nowMs(),
-    silences: (run) => payloadOf(run).behaviour === 'outlive' && run.attempt === 1,
-  }) });
+    silences: (run: { payload?: unknown; attempt: number }) => payloadOf(run).behaviour === 'outlive' && run.attempt === 1,
+  };
+  let direct: PostgresWorkerApi | undefined;
+  let client: WorkerApi;
+  if (values['store-url'] !== undefined) {
+    direct = await openPostgresWorkerApi({ url: values['store-url'], clock });
+    client = recordingWorkerApi(direct, recording);
+  } else {
+    client = new TicklerClient({ baseUrl: values['base-url'] as string, fetch: recordingFetch(recording) });
+  }
   const workerName = values.name;
   const worker = createWorker({
     client, pool: chaosPool, concurrency: Number(values.concurrency), leaseS, waitS: 5, workerId: workerName, clock,
@@ -88,13 +103,14 @@ async function main(): Promise<void> {
     },
   });
   process.once('SIGTERM', () => {
-    void worker.stop({ timeoutMs: 5_000 }).then(() => {
+    void worker.stop({ timeoutMs: 5_000 }).then(async () => {
+      await direct?.close();
       recorder.close();
       process.exit(0);
     });
   });
   worker.start();
-  process.stdout.write(`chaos worker ${values.name} started\n`);
+  process.stdout.write(`chaos worker ${values.name} started${direct === undefined ? '' : ' (straight to PostgreSQL)'}\n`);
 }
 
 main().catch((error: unknown) => {

@@ -16,7 +16,7 @@ import { openPostgresWorkerApi, type PostgresWorkerApi } from '../../src/worker/
 import type { WorkerRun } from '../../src/worker/run-attempt.js';
 import { createWorker, type Worker } from '../../src/worker/worker.js';
 import { jobInput, jobSpec } from '../fixtures/jobs.js';
-import { openTestStore, postgresSkipReason, testPgUrl, type PostgresHandle } from '../store/postgres-harness.js';
+import { openTestStore, postgresSkipReason, startProxy, testPgUrl, type PostgresHandle } from '../store/postgres-harness.js';
 
 const skip = await postgresSkipReason();
 const startMs = Date.parse('2026-11-29T00:00:00.000Z');
@@ -168,6 +168,31 @@ void describe('workers straight to PostgreSQL', { skip: skip ?? false }, () => {
       assert.deepEqual(await api.leaseRuns({ pool: 'default', max: 1, wait_s: 0.001 }, { signal: worker.signal }), { runs: [] });
     }
     assert.equal(getEventListeners(worker.signal, 'abort').length, 0);
+  });
+
+  it('losing the database answers 503 unavailable, and the same api leases again once it is back', async (t) => {
+    const proxy = await startProxy(new URL(testPgUrl));
+    const viaProxy = new URL(testPgUrl);
+    viaProxy.port = String(proxy.port);
+    const flaky = await openPostgresWorkerApi({ url: viaProxy.toString(), schema: handle.schema, clock });
+    t.after(async () => {
+      await flaky.close();
+      await proxy.stop();
+    });
+    const atMs = startMs + 1_000;
+    const jobId = await createAt(atMs, null);
+    await clock.advance(1_000);
+    const runId = runIdOf(jobId, atMs);
+    await eventually(async () => ((await handle.store.getRun(null, runId))?.status === 'ready' ? true : undefined), 'the run ready');
+
+    await proxy.stop();
+    await assert.rejects(flaky.leaseRuns({ pool: 'default', max: 1 }), (error: unknown) =>
+      error instanceof TicklerApiError && error.status === 503 && error.code === 'unavailable');
+    assert.equal((await handle.store.getRun(null, runId))?.status, 'ready');
+
+    await proxy.restart();
+    const { runs } = await flaky.leaseRuns({ pool: 'default', max: 1 });
+    assert.deepEqual(runs.map((run) => run.run_id), [runId]);
   });
 
   it('close answers a parked lease with no runs at once', async () => {
