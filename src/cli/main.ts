@@ -60,6 +60,8 @@ export function buildProgram(env: NodeJS.ProcessEnv = process.env): Command {
     .option('--lease-ahead-ms <ms>', 'lease runs already written up to this long before they are ready and start each at its time, 0..10000 (default 0; README "Leasing ahead")')
     .option('--worker-id <id>', 'name shown in the run ledger')
     .option('--stop-timeout-s <seconds>', 'on SIGTERM, kill commands still running after this long (default: wait)')
+    .option('--store <url>', 'postgres://...: lease and complete straight against the servers\' database instead of --url')
+    .option('--team <team>', 'with --store: only this team\'s runs (default: every team)')
     .addOption(new Option('--log-level <level>').env('TICKLER_LOG_LEVEL'))
     .addHelpText('after', workerHelpText)
     .action((flags: WorkerFlags) => runExecWorker(flags, connection()));

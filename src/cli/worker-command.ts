@@ -1,14 +1,17 @@
 /**
  * `tickler worker --pool P --exec CMD`: a pull worker that runs a shell command per run (see
  * exec-handler.ts for the exit-code contract). SIGTERM or SIGINT stops leasing, lets running
- * commands finish for `--stop-timeout-s`, then kills what is left, and exits 0.
+ * commands finish for `--stop-timeout-s`, then kills what is left, and exits 0. With `--store
+ * postgres://...` it leases and completes straight against the servers' database instead of
+ * through `--url` (src/worker/postgres-direct.ts), for the runs of `--team` (default: all).
  */
 import { leaseAheadMsMax } from '../limits.js';
 import { createLogger } from '../obs/log.js';
 import { TicklerClient } from '../worker/client.js';
+import { openPostgresWorkerApi, type PostgresWorkerApi } from '../worker/postgres-direct.js';
 import { createWorker } from '../worker/worker.js';
 import { createExecHandler } from './exec-handler.js';
-import { integerIn } from './serve-options.js';
+import { CliUsageError, integerIn } from './serve-options.js';
 
 export interface WorkerFlags {
   pool: string;
@@ -20,6 +23,10 @@ export interface WorkerFlags {
   workerId?: string;
   stopTimeoutS?: string;
   logLevel?: string;
+  /** postgres://...: straight to the servers' database instead of `--url`. */
+  store?: string;
+  /** With `--store`: lease only this team's runs. */
+  team?: string;
 }
 
 export const workerHelpText = `
@@ -33,25 +40,41 @@ TICKLER_FIRE_AT and TICKLER_POOL in its environment. Its exit code is the outcom
 The last 4 KiB of the child's stderr are reported as the run's error. When the lease is
 lost or the run is cancelled, the child gets SIGTERM, then SIGKILL 5 s later.`;
 
-export function runExecWorker(flags: WorkerFlags, connection: { baseUrl: string; apiKey?: string }): Promise<void> {
+export async function runExecWorker(flags: WorkerFlags, connection: { baseUrl: string; apiKey?: string }): Promise<void> {
   const concurrency = integerIn(flags.concurrency ?? '1', '--concurrency', 1, 1_000);
   const stopTimeoutS = flags.stopTimeoutS === undefined ? undefined : integerIn(flags.stopTimeoutS, '--stop-timeout-s', 0, 86_400);
+  const leaseS = flags.leaseS === undefined ? undefined : integerIn(flags.leaseS, '--lease-s', 5, 900);
+  const waitS = flags.waitS === undefined ? undefined : integerIn(flags.waitS, '--wait-s', 0, 60);
+  const leaseAheadMs = flags.leaseAheadMs === undefined ? undefined : integerIn(flags.leaseAheadMs, '--lease-ahead-ms', 0, leaseAheadMsMax);
+  if (flags.team !== undefined && flags.store === undefined) {
+    throw new CliUsageError('--team scopes a worker straight to the database: give --store too');
+  }
+  if (flags.store !== undefined && !/^postgres(ql)?:\/\//.test(flags.store)) {
+    throw new CliUsageError(`--store must be postgres://... (the servers' database), got ${JSON.stringify(flags.store)}`);
+  }
+  const logger = createLogger({ name: 'tickler-worker', ...(flags.logLevel === undefined ? {} : { level: flags.logLevel }) });
+  const direct: PostgresWorkerApi | undefined = flags.store === undefined ? undefined
+    : await openPostgresWorkerApi({ url: flags.store, ...(flags.team === undefined ? {} : { team: flags.team }), logger });
   const worker = createWorker({
-    client: new TicklerClient(connection),
+    client: direct ?? new TicklerClient(connection),
     pool: flags.pool,
     concurrency,
     handler: createExecHandler({ command: flags.exec, pool: flags.pool }),
-    ...(flags.leaseS === undefined ? {} : { leaseS: integerIn(flags.leaseS, '--lease-s', 5, 900) }),
-    ...(flags.waitS === undefined ? {} : { waitS: integerIn(flags.waitS, '--wait-s', 0, 60) }),
-    ...(flags.leaseAheadMs === undefined ? {} : { leaseAheadMs: integerIn(flags.leaseAheadMs, '--lease-ahead-ms', 0, leaseAheadMsMax) }),
+    ...(leaseS === undefined ? {} : { leaseS }),
+    ...(waitS === undefined ? {} : { waitS }),
+    ...(leaseAheadMs === undefined ? {} : { leaseAheadMs }),
     ...(flags.workerId === undefined ? {} : { workerId: flags.workerId }),
     ...(stopTimeoutS === undefined ? {} : { stopTimeoutMs: stopTimeoutS * 1_000 }),
-    logger: createLogger({ name: 'tickler-worker', ...(flags.logLevel === undefined ? {} : { level: flags.logLevel }) }),
+    logger,
   });
   const stop = (): void => {
     void worker.stop();
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
-  return worker.run();
+  try {
+    await worker.run();
+  } finally {
+    await direct?.close();
+  }
 }

@@ -57,6 +57,12 @@ test('usage mistakes exit 2 before anything is sent or started', async () => {
   const worker = await tickler(['--url', server.url, 'worker', '--pool', 'p', '--exec', 'true', '--lease-ahead-ms', '10001']);
   assert.equal(worker.code, 2);
   assert.match(worker.stderr, /--lease-ahead-ms/);
+  const teamAlone = await tickler(['--url', server.url, 'worker', '--pool', 'p', '--exec', 'true', '--team', 'billing']);
+  assert.equal(teamAlone.code, 2);
+  assert.match(teamAlone.stderr, /--team scopes a worker straight to the database: give --store too/);
+  const sqliteStore = await tickler(['worker', '--pool', 'p', '--exec', 'true', '--store', 'sqlite:/tmp/t.db']);
+  assert.equal(sqliteStore.code, 2);
+  assert.match(sqliteStore.stderr, /--store must be postgres:\/\/\.\.\./);
   assert.equal(server.requests.length, before);
 });
 
