@@ -8,7 +8,8 @@
 import { leaseAheadMsMax } from '../limits.js';
 import { createLogger } from '../obs/log.js';
 import { TicklerClient } from '../worker/client.js';
-import { openPostgresWorkerApi, type PostgresWorkerApi } from '../worker/postgres-direct.js';
+import { openPostgresWorkerApi } from '../worker/open-postgres-worker-api.js';
+import type { PostgresWorkerApi } from '../worker/postgres-direct.js';
 import { createWorker } from '../worker/worker.js';
 import { createExecHandler } from './exec-handler.js';
 import { CliUsageError, integerIn } from './serve-options.js';
