@@ -3,17 +3,13 @@
  * worker calls lease (long-poll), heartbeat and complete, one run at a time or in batches.
  */
 import { Type } from 'typebox';
-import type { RunRecord } from '../domain/types.js';
-import { TicklerError } from '../errors.js';
 import * as limits from '../limits.js';
 import type { App, ApiContext } from './app.js';
-import { checkCompleteItem, checkHeartbeatItem, checkItem, leaseWaitRequestOf, mergeInOrder } from './worker-calls.js';
+import { completeItems, heartbeatItems, leaseWaitRequestOf } from './worker-calls.js';
 import {
   CompleteBatchBody,
   CompleteBody,
-  CompleteItem,
   HeartbeatBatchBody,
-  HeartbeatItem,
   DlqQuery,
   HeartbeatBody,
   LeaseBody,
@@ -128,22 +124,10 @@ function registerWorkerBatchRoutes(app: App, { runs, deps }: ApiContext): void {
     config: { doc: { summary: 'record the outcomes of up to 1,000 attempts; each item answers for itself, in order' } },
   }, async (request) => {
     const scope = scopeOf(callerOf(request), request.query.team);
-    const checked = request.body.completions.map((item) => checkItem(checkCompleteItem, item));
-    const valid = checked.filter((item): item is CompleteItem => !(item instanceof TicklerError));
     // `answer: status` leaves the run out of each accepted item: the SDK's worker reads nothing
     // of it, and building and sending the run was a tenth of the server's time per completion.
-    // The store then does not read it back either.
     const brief = request.body.answer === 'status';
-    const outcomes = await runs.completeMany(scope, valid.map((item) => ({
-      runId: item.run_id,
-      completion: { fencingToken: item.fencing_token, status: item.status, error: item.error ?? null, result: item.result ?? null },
-    })), !brief);
-    const toWire = brief ? null : (run: RunRecord | null) => {
-      if (run === null) throw new Error('the store answered a completion without its run');
-      return runToWire(run);
-    };
-    const results = mergeInOrder(checked, outcomes, toWire, 'run', request.log, deps.metrics);
-    return { results };
+    return { results: await completeItems(runs, scope, request.body.completions, !brief, { log: request.log, metrics: deps.metrics }) };
   });
 
   app.post('/v1/runs::heartbeat', {
@@ -152,10 +136,6 @@ function registerWorkerBatchRoutes(app: App, { runs, deps }: ApiContext): void {
     config: { doc: { summary: 'extend the leases of up to 1,000 running attempts; each item answers for itself, in order' } },
   }, async (request) => {
     const scope = scopeOf(callerOf(request), request.query.team);
-    const checked = request.body.heartbeats.map((item) => checkItem(checkHeartbeatItem, item));
-    const valid = checked.filter((item): item is HeartbeatItem => !(item instanceof TicklerError));
-    const outcomes = await runs.heartbeatMany(scope, valid.map((item) => ({ runId: item.run_id, fencingToken: item.fencing_token })));
-    const results = mergeInOrder(checked, outcomes, (expiresAtMs) => iso(expiresAtMs), 'lease_expires_at', request.log, deps.metrics);
-    return { results };
+    return { results: await heartbeatItems(runs, scope, request.body.heartbeats, { log: request.log, metrics: deps.metrics }) };
   });
 }

@@ -20,13 +20,12 @@
  * key: `team` (default: every team) is the only scope.
  */
 import { Compile } from 'typebox/compile';
-import { checkCompleteItem, checkHeartbeatItem, checkItem, leaseWaitRequestOf, mergeInOrder } from '../api/worker-calls.js';
+import { completeItems, heartbeatItems, leaseWaitRequestOf, type BatchSink } from '../api/worker-calls.js';
 import { schemaIssueToError, toTicklerError } from '../api/http-errors.js';
 import { checkId } from '../api/route-helpers.js';
 import { CompleteBody, HeartbeatBody, LeaseBody } from '../api/schemas.js';
 import { iso, runToWire } from '../api/wire.js';
 import { SystemClock, type Clock } from '../clock.js';
-import type { RunRecord } from '../domain/types.js';
 import { TicklerError } from '../errors.js';
 import * as limits from '../limits.js';
 import { silentLogger, type Logger } from '../obs/log.js';
@@ -81,10 +80,12 @@ export class PostgresWorkerApi implements WorkerApi {
   /** Attempts and stale tokens this process recorded (the server counts those it served). */
   readonly metrics = new Metrics();
   private readonly runs: RunService;
+  /** Where a batch's failed items are logged and counted. */
+  private readonly sink: BatchSink;
   private readonly waiters: LeaseWaiters;
 
-  constructor(private readonly store: PostgresStore, private readonly scope: TeamScope, clock: Clock,
-    private readonly logger: Logger) {
+  constructor(private readonly store: PostgresStore, private readonly scope: TeamScope, clock: Clock, logger: Logger) {
+    this.sink = { log: logger, metrics: this.metrics };
     this.runs = new RunService({ store, clock, metrics: this.metrics, resultBytesMax: limits.resultBytesMax });
     this.waiters = new LeaseWaiters(store, clock, logger);
   }
@@ -120,12 +121,7 @@ export class PostgresWorkerApi implements WorkerApi {
 
   async heartbeatRuns(heartbeats: HeartbeatBatchItem[]): Promise<{ results: HeartbeatBatchResult[] }> {
     checkBatchSize(heartbeats.length, 'heartbeats');
-    const checked = heartbeats.map((item) => checkItem(checkHeartbeatItem, item));
-    const valid = checked.filter((item): item is HeartbeatBatchItem => !(item instanceof TicklerError));
-    const outcomes = await this.runs.heartbeatMany(this.scope,
-      valid.map((item) => ({ runId: item.run_id, fencingToken: item.fencing_token })));
-    const results = mergeInOrder(checked, outcomes, (expiresAtMs) => iso(expiresAtMs), 'lease_expires_at', this.logger, this.metrics);
-    return { results: results as HeartbeatBatchResult[] };
+    return { results: await heartbeatItems(this.runs, this.scope, heartbeats, this.sink) as HeartbeatBatchResult[] };
   }
 
   /** Lease requests waiting for runs (`wait_s`); for tests and a worker's own metrics. */
@@ -142,14 +138,7 @@ export class PostgresWorkerApi implements WorkerApi {
   private async complete(completions: CompleteBatchItem[], wantRuns: boolean):
     Promise<{ results: CompleteBatchStatusResult[] }> {
     checkBatchSize(completions.length, 'completions');
-    const checked = completions.map((item) => checkItem(checkCompleteItem, item));
-    const valid = checked.filter((item): item is CompleteBatchItem => !(item instanceof TicklerError));
-    const outcomes = await this.runs.completeMany(this.scope, valid.map((item) => ({
-      runId: item.run_id,
-      completion: { fencingToken: item.fencing_token, status: item.status, error: item.error ?? null, result: item.result ?? null },
-    })), wantRuns);
-    const toWire = wantRuns ? (run: RunRecord | null) => (run === null ? null : runToWire(run)) : null;
-    return { results: mergeInOrder(checked, outcomes, toWire, 'run', this.logger, this.metrics) as CompleteBatchStatusResult[] };
+    return { results: await completeItems(this.runs, this.scope, completions, wantRuns, this.sink) as CompleteBatchStatusResult[] };
   }
 }
 
