@@ -7,6 +7,7 @@ import { specJsonOf } from '../domain/spec-json.js';
 import { canonicalInstantMs } from '../domain/instant.js';
 import type { JobRecord, RunEvent, RunRecord } from '../domain/types.js';
 import type { LeasedRun, RunWithEvents } from '../store/store.js';
+import type { LeasedRun as WireLeasedRun } from '../worker/wire.js';
 
 export function isoOrNull(instantMs: number | null): string | null {
   return instantMs === null ? null : iso(instantMs);
@@ -147,4 +148,21 @@ export function leasedRunWireJson(run: LeasedRun): string {
     + `,"dispatched_at":"${iso(run.dispatchedAtMs)}","payload":${run.payloadJson}`
     + `,"fencing_token":${JSON.stringify(run.fencingToken)},"lease_expires_at":"${iso(run.leaseExpiresAtMs)}"`
     + `,"ready_at":"${iso(run.readyAtMs)}"}`;
+}
+
+/** `leasedRunWireJson`'s run as an object: a worker straight to PostgreSQL gets it without the text (src/worker/postgres-direct.ts). */
+export function leasedRunToWire(run: LeasedRun): WireLeasedRun {
+  return {
+    run_id: run.runId,
+    job_id: run.jobId,
+    team: run.team,
+    attempt: run.attempt,
+    scheduled_at: iso(run.scheduledAtMs),
+    fire_at: iso(run.fireAtMs),
+    dispatched_at: iso(run.dispatchedAtMs),
+    payload: JSON.parse(run.payloadJson) as unknown,
+    fencing_token: run.fencingToken,
+    lease_expires_at: iso(run.leaseExpiresAtMs),
+    ready_at: iso(run.readyAtMs),
+  };
 }

@@ -24,7 +24,7 @@ import { completeItems, heartbeatItems, leaseWaitRequestOf, type BatchSink } fro
 import { schemaIssueToError, toTicklerError } from '../api/http-errors.js';
 import { checkId } from '../api/route-helpers.js';
 import { CompleteBody, HeartbeatBody, LeaseBody } from '../api/schemas.js';
-import { iso, runToWire } from '../api/wire.js';
+import { iso, leasedRunToWire, runToWire } from '../api/wire.js';
 import { SystemClock, type Clock } from '../clock.js';
 import { TicklerError } from '../errors.js';
 import * as limits from '../limits.js';
@@ -32,7 +32,7 @@ import { silentLogger, type Logger } from '../obs/log.js';
 import { Metrics } from '../obs/metrics.js';
 import { LeaseWaiters } from '../service/lease-waiters.js';
 import { RunService } from '../service/run-service.js';
-import type { LeasedRun as StoreLeasedRun, TeamScope } from '../store/store.js';
+import type { TeamScope } from '../store/store.js';
 import { openPostgresStore, type PostgresStore } from '../store/postgres/index.js';
 import type { RequestOptions } from './client.js';
 import { TicklerApiError } from './errors.js';
@@ -148,23 +148,6 @@ function checkBatchSize(count: number, field: string): void {
     throw apiErrorOf(new TicklerError('invalid_request', `${field} must hold 1 to ${limits.leaseBatchMax} items, got ${count}`,
       { field }));
   }
-}
-
-/** The wire shape of `POST /v1/workers/lease`'s runs (wire.ts `leasedRunWireJson`), as an object. */
-function leasedRunToWire(run: StoreLeasedRun): LeasedRun {
-  return {
-    run_id: run.runId,
-    job_id: run.jobId,
-    team: run.team,
-    attempt: run.attempt,
-    scheduled_at: iso(run.scheduledAtMs),
-    fire_at: iso(run.fireAtMs),
-    dispatched_at: iso(run.dispatchedAtMs),
-    payload: JSON.parse(run.payloadJson) as unknown,
-    fencing_token: run.fencingToken,
-    lease_expires_at: iso(run.leaseExpiresAtMs),
-    ready_at: iso(run.readyAtMs),
-  };
 }
 
 /** The call's answer, or its error as the `TicklerApiError` the HTTP route's answer would have made. */

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { specFromJson } from '../../src/domain/spec-json.js';
 import type { JobRecord } from '../../src/domain/types.js';
-import { jobToWire, jobWireJson, leasedRunWireJson } from '../../src/api/wire.js';
+import { jobToWire, jobWireJson, leasedRunToWire, leasedRunWireJson } from '../../src/api/wire.js';
 import type { LeasedRun } from '../../src/store/store.js';
 import { jobInput, jobSpec } from '../fixtures/jobs.js';
 
@@ -53,5 +53,7 @@ void describe('leasedRunWireJson', () => {
       dispatched_at: new Date(nowMs + 2).toISOString(), payload, fencing_token: run.fencingToken,
       lease_expires_at: new Date(nowMs + 30_000).toISOString(), ready_at: new Date(nowMs + 1).toISOString(),
     }));
+    // The object a worker straight to PostgreSQL gets is that text's value, field for field.
+    assert.deepEqual(leasedRunToWire(run), JSON.parse(leasedRunWireJson(run)));
   });
 });

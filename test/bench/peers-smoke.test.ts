@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import type { ResultsFile } from '../../bench/peers/results.js';
 import { unavailableReason } from '../../bench/peers/systems/index.js';
 import { workerConcurrency, type SystemName } from '../../bench/peers/types.js';
@@ -33,6 +33,25 @@ function runHarness(args: string[]): Promise<{ code: number | null; stderr: stri
     child.on('error', reject);
     child.on('exit', (code) => resolvePromise({ code, stderr }));
   });
+}
+
+/**
+ * `--quick` runs of `workloads` on one system into a results file of their own; answers the
+ * runs, or null (the test skipped) where the system's service is not here.
+ */
+async function quickRunsOf(t: TestContext, system: SystemName, workloads: string): Promise<ResultsFile['runs'] | null> {
+  const unavailable = await unavailableReason(system);
+  if (unavailable !== undefined) {
+    t.skip(unavailable);
+    return null;
+  }
+  const dir = mkdtempSync(join(tmpdir(), `peers-smoke-${system}-`));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const resultsPath = join(dir, 'results.json');
+  const { code, stderr } = await runHarness(['--quick', '--workload', workloads, '--system', system, '--results', resultsPath,
+    '--no-progress']);
+  assert.equal(code, 0, stderr.slice(-4_000));
+  return (JSON.parse(readFileSync(resultsPath, 'utf8')) as ResultsFile).runs;
 }
 
 test('the peers harness produces well-formed results for tickler-sqlite and a reachable peer', { timeout: smokeTimeoutMs }, async (t) => {
@@ -82,20 +101,9 @@ test('the peers harness produces well-formed results for tickler-sqlite and a re
 // slots may be missing or repeated; a harness whose workers did not reach this Redis would lose
 // all 300.
 test('bullmq-aof runs on a Redis of its own, which its child workers attach to, across a worker kill -9', { timeout: smokeTimeoutMs }, async (t) => {
-  const unavailable = await unavailableReason('bullmq-aof');
-  if (unavailable !== undefined) {
-    t.skip(unavailable);
-    return;
-  }
-  const dir = mkdtempSync(join(tmpdir(), 'peers-smoke-aof-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const resultsPath = join(dir, 'results.json');
-
-  const { code, stderr } = await runHarness(['--quick', '--workload', 'W8', '--system', 'bullmq-aof', '--results', resultsPath, '--no-progress']);
-
-  assert.equal(code, 0, stderr.slice(-4_000));
-  const run = (JSON.parse(readFileSync(resultsPath, 'utf8')) as ResultsFile).runs
-    .find((candidate) => candidate.workload === 'W8' && candidate.system === 'bullmq-aof');
+  const runs = await quickRunsOf(t, 'bullmq-aof', 'W8');
+  if (runs === null) return;
+  const run = runs.find((candidate) => candidate.workload === 'W8' && candidate.system === 'bullmq-aof');
   assert.ok(run !== undefined, 'no W8 run for bullmq-aof');
   assert.equal(run.error, undefined, `W8 bullmq-aof failed: ${run.error}`);
   assert.match(run.settings, /appendfsync always/);
@@ -110,22 +118,11 @@ test('bullmq-aof runs on a Redis of its own, which its child workers attach to, 
 
 test('tickler-postgres-direct drains W3 and survives W8 (quick) with workers straight to PostgreSQL, in child processes for W8',
   { timeout: smokeTimeoutMs }, async (t) => {
-    const unavailable = await unavailableReason('tickler-postgres-direct');
-    if (unavailable !== undefined) {
-      t.skip(unavailable);
-      return;
-    }
-    const dir = mkdtempSync(join(tmpdir(), 'peers-smoke-direct-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
-    const resultsPath = join(dir, 'results.json');
-
-    const { code, stderr } = await runHarness(['--quick', '--workload', 'W3,W8', '--system', 'tickler-postgres-direct',
-      '--results', resultsPath, '--no-progress']);
-
-    assert.equal(code, 0, stderr.slice(-4_000));
-    const runs = (JSON.parse(readFileSync(resultsPath, 'utf8')) as ResultsFile).runs;
+    const runs = await quickRunsOf(t, 'tickler-postgres-direct', 'W3,W8');
+    if (runs === null) return;
     for (const workload of ['W3', 'W8'] as const) {
-      const run = runs.find((candidate) => candidate.workload === workload && candidate.system === 'tickler-postgres-direct');
+      const run: ResultsFile['runs'][number] | undefined =
+        runs.find((candidate) => candidate.workload === workload && candidate.system === 'tickler-postgres-direct');
       assert.ok(run !== undefined, `no ${workload} run for tickler-postgres-direct`);
       assert.equal(run.error, undefined, `${workload} failed: ${run.error}`);
       assert.match(run.settings, /straight to PostgreSQL/);
