@@ -144,8 +144,9 @@ function registerReadRoutes(app: App, { jobs, runs }: ApiContext): void {
     schema: { querystring: JobListQuery },
     config: { doc: { summary: 'list jobs, newest first', answers: { 200: listAnswer(JobAnswer) } } },
   }, async (request) => {
-    const { team, limit, ...filters } = request.query;
-    const page = await jobs.list({ ...filters, team: scopeOf(callerOf(request), team), limit: limitOf(limit) });
+    const { team, limit, key_prefix: keyPrefix, ...filters } = request.query;
+    const page = await jobs.list({ ...filters, ...(keyPrefix === undefined ? {} : { keyPrefix }),
+      team: scopeOf(callerOf(request), team), limit: limitOf(limit) });
     return pageToWire(page, jobToWire);
   });
 

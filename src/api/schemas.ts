@@ -140,6 +140,8 @@ const instant = Type.String({ maxLength: 64 });
 export const JobListQuery = Type.Object({
   state: Type.Optional(oneOf(jobStates)),
   pool: Type.Optional(policyFields.pool),
+  key: Type.Optional(Type.String({ minLength: 1, maxLength: limits.keyLengthMax })),
+  key_prefix: Type.Optional(Type.String({ minLength: 1, maxLength: limits.keyLengthMax })),
   label: Type.Optional(Type.String({ minLength: 1, maxLength: 2 * limits.labelLengthMax + 1 })),
   cursor: Type.Optional(cursor),
   limit: Type.Optional(listLimit),

@@ -4,14 +4,23 @@
  * occurrences to write (ready or skipped, in scheduled order) and the job's next timer, which
  * the store writes in the same transaction (DESIGN.md invariant 3).
  *
- * Missed occurrences are the timer's own plus every occurrence after it up to now. One is
- * late, not missed: it fires. More than one follow `catch_up`:
- * - latest: the newest fires, the others are skipped_outage;
- * - none: all are skipped_outage, the next timer waits for the next occurrence after now;
- * - all: only the earliest fires now and the next timer is the next missed one, overdue, so
- *   a backlog drains in order, one per dispatch, at the pace the scheduler throttles it to.
- * Under every policy an occurrence older than catch_up_window_s is skipped_outage, and so is
- * a lone late one (the window says how stale a run may be, whatever the reason it is late).
+ * Due occurrences are the timer's own plus every occurrence after it up to now. They are of
+ * two kinds, told apart by `presentSinceMs`, the instant since which this scheduler has held
+ * the job's shard without a break:
+ * - late: due at or after it. The scheduler was there and only fell behind (a loaded
+ *   machine, a create whose first timer reached the wheel after its time): every one fires,
+ *   in order, one per dispatch (the next timer is the next late one, overdue).
+ * - missed: due before it, while no scheduler held the shard (an outage, a failover). One
+ *   missed occurrence is late, not missed: it fires. More than one follow `catch_up`:
+ *   - latest: the newest fires, the others are skipped_outage;
+ *   - none: all are skipped_outage;
+ *   - all: only the earliest fires now and the next timer is the next missed one, overdue,
+ *     so a backlog drains in order, one per dispatch, at the pace the scheduler throttles it to.
+ *   The late ones after them then fire as above.
+ * How a backlog fired in order meets the overlap policy is decided at dispatch (overlap.ts:
+ * under `forbid` each waits for the one before it).
+ * An occurrence older than catch_up_window_s is skipped_outage whatever its kind (the window
+ * says how stale a run may be, whatever the reason it is late).
  * A backlog is counted, never walked: at most catchUpSkippedRowsMax skipped rows (the newest)
  * are written, the rest go into one summary.
  */
@@ -95,6 +104,8 @@ interface PlanContext {
   /** Occurrences scheduled before this are older than catch_up_window_s. */
   readonly windowStartMs: number;
   readonly missed: MissedOccurrences;
+  /** The last instant of the missed part: occurrences after it are late, not missed. */
+  readonly missedUntilMs: number;
 }
 
 function fireAtOf(context: PlanContext, scheduledAtMs: number): number {
@@ -143,7 +154,7 @@ function boundedSkips(context: PlanContext, skipped: Occurrence[], totalCount: n
 
 /** catch_up latest or none: one fire at most (the newest fresh occurrence), the rest skipped. */
 function planLatestOrNone(context: PlanContext, missedCount: number): FiringPlan {
-  const newest = context.missed.newest(-Infinity, context.nowMs, catchUpSkippedRowsMax + 2);
+  const newest = context.missed.newest(-Infinity, context.missedUntilMs, catchUpSkippedRowsMax + 2);
   let firedIndex = -1;
   if (context.spec.catch_up === 'latest') {
     firedIndex = newest.findLastIndex((occurrence) => !occurrence.skippedDst && occurrence.scheduledAtMs >= context.windowStartMs);
@@ -153,10 +164,14 @@ function planLatestOrNone(context: PlanContext, missedCount: number): FiringPlan
   const { occurrences, summary } = boundedSkips(context, skipped, missedCount - (fired === undefined ? 0 : 1));
   if (fired !== undefined) occurrences.push(dueWrite(context, fired));
   occurrences.sort((left, right) => left.scheduledAtMs - right.scheduledAtMs);
-  return { occurrences, ...(summary === undefined ? {} : { summary }), nextTimer: nextTimerAfter(context, context.nowMs) };
+  // The next timer is the first late occurrence (overdue) when there is one, else the next to come.
+  return { occurrences, ...(summary === undefined ? {} : { summary }), nextTimer: nextTimerAfter(context, context.missedUntilMs) };
 }
 
-/** catch_up all: stale ones skipped, the earliest fresh one fires, the next timer is the next missed one. */
+/**
+ * In order: stale ones skipped, the earliest fresh one fires, the next timer is the next due
+ * one (overdue). catch_up all, and every late occurrence, drains this way.
+ */
 function planAll(context: PlanContext): FiringPlan {
   const staleUntilMs = context.windowStartMs - 1;
   const staleCount = context.missed.count(-Infinity, staleUntilMs);
@@ -168,9 +183,13 @@ function planAll(context: PlanContext): FiringPlan {
   return { occurrences, ...(summary === undefined ? {} : { summary }), nextTimer };
 }
 
-/** What to record when the pending timer {scheduledAtMs, fireAtMs} of a job is fired at nowMs. */
+/**
+ * What to record when the pending timer {scheduledAtMs, fireAtMs} of a job is fired at nowMs.
+ * `presentSinceMs`: since when the firing scheduler has held the job's shard without a break
+ * (occurrences due from then on are late, not missed by an outage).
+ */
 export function planFiring(jobId: string, spec: JobSpec, schedule: CompiledSchedule,
-  timer: { scheduledAtMs: number; fireAtMs: number }, nowMs: number): FiringPlan {
+  timer: { scheduledAtMs: number; fireAtMs: number }, nowMs: number, presentSinceMs: number): FiringPlan {
   if (schedule.kind === 'once') {
     return { occurrences: [{ scheduledAtMs: timer.scheduledAtMs, fireAtMs: timer.fireAtMs, status: 'ready' }], nextTimer: null };
   }
@@ -179,12 +198,16 @@ export function planFiring(jobId: string, spec: JobSpec, schedule: CompiledSched
     jitterMs: jitterOffsetMs(jobId, spec.tolerance_s, schedule.minGapMs),
     windowStartMs: nowMs - spec.catch_up_window_s * 1_000,
     missed: new MissedOccurrences(schedule, timer.scheduledAtMs),
+    missedUntilMs: Math.min(Math.max(nowMs, timer.scheduledAtMs), presentSinceMs - 1),
   };
   // A timer fired early (it should not be) still plans from its own occurrence, never before it.
   const horizonMs = Math.max(nowMs, timer.scheduledAtMs);
-  const missedCount = context.missed.count(-Infinity, horizonMs);
-  if (missedCount <= 1) {
+  const dueCount = context.missed.count(-Infinity, horizonMs);
+  if (dueCount <= 1) {
     return { occurrences: [dueWrite(context, context.missed.first)], nextTimer: nextTimerAfter(context, horizonMs) };
   }
-  return spec.catch_up === 'all' ? planAll(context) : planLatestOrNone(context, missedCount);
+  const missedCount = context.missed.count(-Infinity, context.missedUntilMs);
+  // Late ones (none missed), a lone missed one before late ones, or catch_up all: in order.
+  if (missedCount <= 1 || spec.catch_up === 'all') return planAll(context);
+  return planLatestOrNone(context, missedCount);
 }

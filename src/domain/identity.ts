@@ -3,6 +3,7 @@
  * lives on and the one-minute bucket a timer falls in. Pure; hashing is the only work.
  */
 import { hash, randomFillSync } from 'node:crypto';
+import { stringify as stableStringify } from 'safe-stable-stringify';
 import { bucketDurationMs, shardCount } from '../limits.js';
 
 /**
@@ -71,4 +72,25 @@ function randomHex16(): string {
 
 export function sha256Hex(text: string): string {
   return hash('sha256', text);
+}
+
+/** Marks a request hash taken over canonical JSON; one without it hashed the body's text as sent. */
+const canonicalHashPrefix = 'c1:';
+
+/**
+ * What a keyed create is compared by when its key repeats (API.md "key"): the body's canonical
+ * JSON (object keys sorted, no whitespace), hashed. Key order and whitespace do not matter;
+ * values do (`1` and `1.0` are one JSON value).
+ */
+export function requestHashOf(body: unknown): string {
+  return canonicalHashPrefix + sha256Hex(stableStringify(body) ?? 'null');
+}
+
+/**
+ * Whether `storedHash` stands for this request: its canonical hash, or, for a job stored
+ * before canonical hashes, the hash of the body's text as sent (`legacyTextHash`).
+ */
+export function isSameRequest(storedHash: string, request: { requestHash: string; legacyTextHash?: string }): boolean {
+  if (storedHash === request.requestHash) return true;
+  return !storedHash.startsWith(canonicalHashPrefix) && request.legacyTextHash !== undefined && storedHash === request.legacyTextHash;
 }

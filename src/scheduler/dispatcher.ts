@@ -108,7 +108,9 @@ export class Dispatcher {
     }
     try {
       const schedule = this.deps.schedules.get(timer.spec);
-      const plan = planFiring(timer.jobId, timer.spec, schedule, timer, nowMs);
+      // A shard held since before the occurrence was due: it is late, not missed (firing-plan.ts).
+      const presentSinceMs = this.deps.leases.heldSinceMs(timer.shard) ?? nowMs;
+      const plan = planFiring(timer.jobId, timer.spec, schedule, timer, nowMs, presentSinceMs);
       return {
         shard: timer.shard,
         shardToken,

@@ -1,9 +1,10 @@
 /**
  * Worker-lease expiry (DESIGN.md flow 7): runs whose worker stopped heartbeating are
  * re-offered as a new attempt, sent to the DLQ when out of attempts, or — for `unsafe` jobs
- * — abandoned. The sweeper wakes at the earliest deadline the store knows, at a deadline the
- * server notes when it grants a lease, and at least every `intervalMs` for leases granted by
- * other processes.
+ * — abandoned. The sweeper wakes at the earliest lease expiry the store knows, at a deadline
+ * the server notes when it grants a lease, and at least every `intervalMs` for leases granted
+ * by other processes. It never arms for an instant already past, so an idle server with runs
+ * waiting (ready or retry_wait, which need no sweep) does not wake at all.
  */
 import type { Clock, TimerHandle } from '../clock.js';
 import type { Logger } from '../obs/log.js';
@@ -11,6 +12,8 @@ import type { Metrics } from '../obs/metrics.js';
 import type { Store } from '../store/store.js';
 
 const expireBatchMax = 1_000;
+/** How soon to look again at a lease that was due yet not expired by a sweep. */
+const sweepRetryDelayMs = 1_000;
 
 export class RunLeaseSweeper {
   private timer: TimerHandle | null = null;
@@ -22,8 +25,9 @@ export class RunLeaseSweeper {
     private readonly deps: { store: Store; clock: Clock; metrics: Metrics; logger: Logger; intervalMs: number },
   ) {}
 
-  start(): void {
-    void this.sweep();
+  /** Sweeps once now and arms for what comes next; resolves when that first sweep is done. */
+  start(): Promise<void> {
+    return this.sweep();
   }
 
   stop(): void {
@@ -61,9 +65,14 @@ export class RunLeaseSweeper {
         if (expired.length > 0) logger.info({ runs: expired.length }, 'worker leases expired');
         if (expired.length < expireBatchMax) break;
       }
-      const nextDeadlineMs = await store.nextRunDeadlineMs();
-      const fallbackMs = clock.isVirtual ? Infinity : clock.nowMs() + intervalMs;
-      this.armAt(Math.min(nextDeadlineMs ?? Infinity, fallbackMs));
+      const nowMs = clock.nowMs();
+      let nextExpiryMs = await store.nextLeaseExpiryMs() ?? Infinity;
+      // The sweep just expired everything due by nowMs; an expiry still at or before it is a
+      // lease the sweep could not take (another node holds its row). Re-arming at a past
+      // instant would spin, on the virtual clock without end: look again a little later.
+      if (nextExpiryMs <= nowMs) nextExpiryMs = nowMs + sweepRetryDelayMs;
+      const fallbackMs = clock.isVirtual ? Infinity : nowMs + intervalMs;
+      this.armAt(Math.min(nextExpiryMs, fallbackMs));
     } catch (error) {
       logger.error({ err: error }, 'lease sweep failed; retrying');
       this.armAt(clock.nowMs() + intervalMs);

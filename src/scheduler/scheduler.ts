@@ -122,7 +122,7 @@ export class Scheduler {
     await this.leases.start();
     this.armRefresh();
     this.reconciler.start();
-    this.sweeper.start();
+    void this.sweeper.start();
   }
 
   /** Stops firing, waits for the batch in flight, and hands the shards back. */

@@ -19,6 +19,11 @@ export interface HeldShard {
   lease: ShardLease;
   /** Monotonic instant after which this node must not fire the shard. */
   firingDeadlineMonotonicMs: number;
+  /**
+   * Since when (wall clock, ms) this node has held the shard without a break: occurrences due
+   * from then on that fire late were late on this node's watch, not missed by an outage.
+   */
+  heldSinceMs: number;
 }
 
 export interface ShardPlanner {
@@ -101,6 +106,11 @@ export class ShardLeaseManager {
     return entry.lease;
   }
 
+  /** Since when this node has held the shard without a break (HeldShard.heldSinceMs), or null. */
+  heldSinceMs(shard: number): number | null {
+    return this.held.get(shard)?.heldSinceMs ?? null;
+  }
+
   /** True while this node holds the shard, even if its renewal is late and firing is paused. */
   holds(shard: number): boolean {
     return this.held.has(shard);
@@ -159,6 +169,7 @@ export class ShardLeaseManager {
     const wanted = planner.wantedShards(nodeId, allLeases, clock.nowMs()).filter((shard) => !this.held.has(shard));
     if (wanted.length === 0 || this.stopped) return;
     const monotonicBeforeMs = clock.monotonicMs();
+    const acquiredFromMs = clock.nowMs();
     const granted = await store.acquireShardLeases(nodeId, wanted, timing.shardLeaseTtlMs, clock.nowMs(),
       { force: this.forceNext });
     this.forceNext = false;
@@ -176,8 +187,10 @@ export class ShardLeaseManager {
     }
     const gained: number[] = [];
     for (const lease of granted) {
-      if (!this.held.has(lease.shard)) gained.push(lease.shard);
-      this.held.set(lease.shard, { lease, firingDeadlineMonotonicMs: this.deadlineFrom(monotonicBeforeMs) });
+      const before = this.held.get(lease.shard);
+      if (before === undefined) gained.push(lease.shard);
+      this.held.set(lease.shard, { lease, firingDeadlineMonotonicMs: this.deadlineFrom(monotonicBeforeMs),
+        heldSinceMs: before?.heldSinceMs ?? acquiredFromMs });
     }
     this.options.metrics.shardsOwned.set(this.held.size);
     if (gained.length > 0) {
@@ -196,7 +209,8 @@ export class ShardLeaseManager {
     const renewedShards = new Set<number>();
     for (const lease of renewed) {
       renewedShards.add(lease.shard);
-      this.held.set(lease.shard, { lease, firingDeadlineMonotonicMs: this.deadlineFrom(monotonicBeforeMs) });
+      const heldSinceMs = this.held.get(lease.shard)?.heldSinceMs ?? clock.nowMs();
+      this.held.set(lease.shard, { lease, firingDeadlineMonotonicMs: this.deadlineFrom(monotonicBeforeMs), heldSinceMs });
     }
     const lost = [...this.held.keys()].filter((shard) => !renewedShards.has(shard));
     if (lost.length > 0) this.dropLost(lost);

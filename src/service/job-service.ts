@@ -7,7 +7,7 @@ import { TicklerError } from '../errors.js';
 import type { Clock } from '../clock.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { JobRecord, JobState, Page, RunRecord } from '../domain/types.js';
-import { newJobId, runIdOf, sha256Hex, shardOf } from '../domain/identity.js';
+import { newJobId, requestHashOf, runIdOf, sha256Hex, shardOf } from '../domain/identity.js';
 import { compileSchedule } from '../domain/schedule.js';
 import { firstTimer, planFiring } from '../domain/firing-plan.js';
 import type {
@@ -33,7 +33,8 @@ export interface JobServiceDeps {
 }
 
 /**
- * One create: the validated body and its text as given, hashed for key idempotency. Only a
+ * One create: the validated body, whose canonical JSON is hashed for key idempotency, and its
+ * text as given, hashed only to match a keyed job stored before hashes were canonical. Only a
  * keyed body's text is read; callers may leave it empty for a body without `key`.
  */
 export interface CreateItem {
@@ -168,7 +169,7 @@ export class JobService {
     // by the create itself, with no timer, wheel or dispatch transaction between.
     const dueNow = firstFire !== null && schedule.kind === 'once' && firstFire.fireAtMs <= nowMs &&
       this.deps.dispatchAtCreate !== false
-      ? planFiring(jobId, spec, schedule, firstFire, nowMs).occurrences
+      ? planFiring(jobId, spec, schedule, firstFire, nowMs, nowMs).occurrences
       : undefined;
     const timer = dueNow === undefined ? firstFire : null;
     return {
@@ -179,7 +180,7 @@ export class JobService {
         spec,
         // Only a keyed create is ever compared with a later one; hashing every body of a
         // 1,000-job batch was a measurable share of the create path.
-        requestHash: spec.key === null ? '' : sha256Hex(item.rawText),
+        requestHash: spec.key === null ? '' : requestHashOf(item.body),
         shard: shardOf(jobId),
         version: 1,
         nextFireAtMs: timer?.fireAtMs ?? null,
@@ -189,6 +190,7 @@ export class JobService {
       },
       timer,
       ...(dueNow === undefined ? {} : { dueNow }),
+      ...(spec.key === null || item.rawText === '' ? {} : { legacyTextHash: sha256Hex(item.rawText) }),
     };
   }
 

@@ -39,6 +39,11 @@ export interface CreateJobInput {
    * it (`existing` and `key_conflict` write nothing).
    */
   dueNow?: readonly OccurrenceWrite[];
+  /**
+   * A keyed create's body text as sent, hashed: a job stored before request hashes were
+   * canonical is matched by it (identity.ts `isSameRequest`).
+   */
+  legacyTextHash?: string;
 }
 
 /** The `dispatched` event's detail of a run dispatched by its job's create (`CreateJobInput.dueNow`). */
@@ -63,6 +68,10 @@ export interface JobListFilter {
   pool?: string;
   /** `name=value` or `name` (has the label). */
   label?: string;
+  /** The job with exactly this key (a team's key names one job). */
+  key?: string;
+  /** Jobs whose key starts with this text. */
+  keyPrefix?: string;
   cursor?: string;
   limit: number;
 }
@@ -367,7 +376,11 @@ export type ReplayOutcome =
   | { kind: 'invalid_state'; run: RunRecord };
 
 export interface StoreNotifications {
-  /** Runs became leasable in `pool` (dispatch, re-offer, replay, trigger). */
+  /**
+   * Runs became leasable in `pool`, or were given a later ready time there (dispatch, re-offer,
+   * replay, trigger, a retry scheduled): a long-poll waiter re-reads `nextReadyAtMs` and arms
+   * itself for it, so a retry wakes a worker parked before the failure was recorded.
+   */
   onRunsReady(listener: (pool: string) => void): () => void;
   /** Timers due within the near horizon were written (create, patch, resume, repair). */
   onNearTimers(listener: (timers: LoadedTimer[]) => void): () => void;
@@ -450,8 +463,12 @@ export interface Store extends StoreNotifications {
   completeRun(request: CompleteRequest): Promise<CompleteOutcome>;
   /** Re-offers, kills or abandons runs whose worker lease ran out before `nowMs`. */
   expireRunLeases(nowMs: number, limit: number): Promise<ExpiredLease[]>;
-  /** Earliest instant something in the run table comes due (lease expiry or retry), or null. */
-  nextRunDeadlineMs(): Promise<number | null>;
+  /**
+   * Earliest worker-lease expiry of a running run, or null: when `expireRunLeases` next has
+   * work. Retries are not deadlines here: a `retry_wait` run is leasable from its ready time
+   * with no write, and waiters arm for it through `nextReadyAtMs`.
+   */
+  nextLeaseExpiryMs(): Promise<number | null>;
   /** Earliest `readyAtMs` of a leasable run in the pool, for long-poll waiters. */
   nextReadyAtMs(team: TeamScope, pool: string): Promise<number | null>;
   replayRun(team: TeamScope, runId: string, nowMs: number): Promise<ReplayOutcome>;

@@ -103,14 +103,55 @@ describe('jobs API', () => {
     const again = await h.call('POST', '/v1/jobs', { raw: text });
     assert.equal(again.status, 200);
     assert.equal(again.json.job_id, first.json.job_id);
-    // The same JSON value spelt differently is another body "as given".
-    const respelt = await h.call('POST', '/v1/jobs', { raw: ` ${text}` });
-    assert.equal(respelt.status, 409);
-    assert.equal(respelt.json.error.code, 'key_conflict');
+    // The same JSON value spelt differently (whitespace, key order) is the same request.
+    const respelt = await h.call('POST', '/v1/jobs', { raw: ` ${JSON.stringify(cronJob({ key: 'invoice-export' }), null, 2)}` });
+    assert.equal(respelt.status, 200);
+    assert.equal(respelt.json.job_id, first.json.job_id);
+    const reordered = Object.fromEntries(Object.entries(JSON.parse(text) as Record<string, unknown>).reverse());
+    const schedule = reordered['schedule'] as Record<string, unknown>;
+    reordered['schedule'] = Object.fromEntries(Object.entries(schedule).reverse());
+    const again2 = await h.call('POST', '/v1/jobs', { raw: JSON.stringify(reordered) });
+    assert.equal(again2.status, 200, 'fields in another order, nested ones too');
+    assert.equal(again2.json.job_id, first.json.job_id);
+    const batch = await h.call('POST', '/v1/jobs:batch', { raw: `{"jobs":[${JSON.stringify(reordered)}]}` });
+    assert.equal(batch.status, 200, batch.text);
+    assert.equal(batch.json.results[0].status, 200, 'a batch item compares the same way');
+    // Values matter: a payload that differs only in a nested value is another request.
+    const otherValue = await h.call('POST', '/v1/jobs', { body: cronJob({ key: 'invoice-export', payload: { n: 2 } }) });
+    assert.equal(otherValue.status, 409);
+    assert.equal(otherValue.json.error.code, 'key_conflict');
     const other = await h.call('POST', '/v1/jobs', { body: cronJob({ key: 'invoice-export', pool: 'other' }) });
     assert.equal(other.status, 409);
     assert.equal(other.json.error.code, 'key_conflict');
     assert.equal(other.json.error.field, 'key');
+  });
+});
+
+describe('jobs API: by key', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness();
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  it('finds a job by its key, and jobs by a key prefix', async () => {
+    const created = [];
+    for (const key of ['cron/host-a/1', 'cron/host-a/2', 'cron/host-b/1', 'cron%host']) {
+      created.push((await h.call('POST', '/v1/jobs', { body: cronJob({ key }) })).json);
+    }
+    const byKey = await h.call('GET', '/v1/jobs?key=cron%2Fhost-a%2F2');
+    assert.equal(byKey.status, 200);
+    assert.deepEqual(byKey.json.items.map((job: { job_id: string }) => job.job_id), [created[1].job_id]);
+    assert.deepEqual((await h.call('GET', '/v1/jobs?key=nope')).json.items, []);
+    const byPrefix = await h.call('GET', '/v1/jobs?key_prefix=cron%2Fhost-a%2F');
+    assert.deepEqual(byPrefix.json.items.map((job: { key: string }) => job.key).sort(), ['cron/host-a/1', 'cron/host-a/2']);
+    const literal = await h.call('GET', '/v1/jobs?key_prefix=cron%25');
+    assert.deepEqual(literal.json.items.map((job: { key: string }) => job.key), ['cron%host'], '% is no wildcard');
+    const empty = await h.call('GET', '/v1/jobs?key=');
+    assert.equal(empty.status, 400);
+    assert.equal(empty.json.error.field, 'key');
   });
 });
 

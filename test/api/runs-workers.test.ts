@@ -239,6 +239,28 @@ describe('workers: long-poll', () => {
     assert.equal(answer.json.runs[0].attempt, 2);
   });
 
+  it('wakes a waiter parked before the failure when the retry comes due, not at its wait_s', async () => {
+    const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool: 'parked-first', retry: { max_attempts: 3, base_s: 1 } }) });
+    await h.call('POST', `/v1/jobs/${created.json.job_id}/trigger`);
+    const first = await h.call('POST', '/v1/workers/lease', { body: { pool: 'parked-first' } });
+    const { run_id: runId, fencing_token: token } = first.json.runs[0];
+    // The worker's next lease parks while its completion is in flight: nothing is ready yet.
+    const waiting = h.call('POST', '/v1/workers/lease', { body: { pool: 'parked-first', wait_s: 20 } });
+    await waitFor(() => parkedWaiters(h) === 1);
+    const failed = await h.call('POST', `/v1/runs/${runId}/complete`, { body: { fencing_token: token, status: 'failed', error: 'boom' } });
+    assert.equal(failed.json.status, 'retry_wait');
+    const readyAtMs = Date.parse(failed.json.ready_at);
+    // The failure's announcement armed the waiter's wake-up at the retry's ready time.
+    await waitFor(() => h.clock.pendingTimerCount() === 1);
+    await h.clock.advance(readyAtMs - h.clock.nowMs() - 1);
+    assert.equal(parkedWaiters(h), 1, 'not before the ready time');
+    await h.clock.advance(1);
+    const answer = await waiting;
+    assert.equal(answer.json.runs.length, 1, 'answered with the retry, not empty at wait_s');
+    assert.equal(answer.json.runs[0].run_id, runId);
+    assert.equal(answer.json.runs[0].attempt, 2);
+  });
+
   it('serves a waiter with ahead_ms that much before a retry is ready, with the ready time and a lease counted from it', async () => {
     const runId = await failedOnce(h, 'ahead');
     const readyAtMs = Date.parse((await h.call('GET', `/v1/runs/${runId}`)).json.ready_at);

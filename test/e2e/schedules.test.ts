@@ -136,18 +136,23 @@ test('overlap buffer_one holds one occurrence until the earlier run ends, skips 
   });
 });
 
-/** A job at the top of every hour, created at 00:00; the server is down until 05:30. */
-async function catchUpScenario(catchUp: 'latest' | 'all' | 'none'): Promise<Run[]> {
+/**
+ * A job at the top of every hour, created at 00:00; the server is down until 05:30. `inspect`
+ * runs against the restarted server once ten seconds have passed; answers the job's ledger.
+ */
+async function catchUpScenario(catchUp: 'latest' | 'all' | 'none', overlap: 'allow' | 'forbid' = 'allow',
+  inspect?: (client: TicklerClient) => Promise<void>): Promise<Run[]> {
   const data = tempDataDir();
   try {
     const first = await startServerProcess({ dataDir: data.dir, args: ['--virtual-clock', '--start-at', '2026-11-29T00:00:00.000Z'] });
     const job = await new TicklerClient({ baseUrl: first.url }).createJob({
-      schedule: { cron: '0 * * * *', tz: 'UTC' }, pool: 'catch-up', tolerance_s: 0, catch_up: catchUp, overlap: 'allow' });
+      schedule: { cron: '0 * * * *', tz: 'UTC' }, pool: 'catch-up', tolerance_s: 0, catch_up: catchUp, overlap });
     await first.stop();
     const second = await startServerProcess({ dataDir: data.dir, args: ['--virtual-clock', '--start-at', '2026-11-29T05:30:00.000Z'] });
     try {
       const client = new TicklerClient({ baseUrl: second.url });
       await client.advanceClock(10); // a backlog under `all` is paced; ten seconds drain five
+      await inspect?.(client);
       return await ledger(client, job.job_id);
     } finally {
       await second.stop();
@@ -173,6 +178,20 @@ test('catch-up all fires every missed occurrence, in order', async () => {
   assert.deepEqual(runs.map((run) => run.status), ['ready', 'ready', 'ready', 'ready', 'ready']);
   const dispatched = runs.map((run) => Date.parse(run.dispatched_at!));
   assert.deepEqual(dispatched, [...dispatched].sort((a, b) => a - b), 'dispatched in scheduled order');
+});
+
+test('catch-up all under overlap forbid queues each missed occurrence behind the one before it: none is skipped', async () => {
+  const leasedInOrder: string[] = [];
+  const runs = await catchUpScenario('all', 'forbid', async (client) => {
+    for (let index = 0; index < 5; index++) {
+      const leased = (await client.leaseRuns({ pool: 'catch-up', max: 5, wait_s: 0 })).runs;
+      assert.equal(leased.length, 1, 'one at a time: the next waits for the one before it');
+      leasedInOrder.push(leased[0]!.scheduled_at);
+      await client.completeRun(leased[0]!.run_id, { fencing_token: leased[0]!.fencing_token, status: 'succeeded' });
+    }
+  });
+  assert.deepEqual(summary(runs), ['01', '02', '03', '04', '05'].map((hour) => `2026-11-29T${hour}:00:00.000Z succeeded`));
+  assert.deepEqual(leasedInOrder, runs.map((run) => run.scheduled_at), 'in scheduled order');
 });
 
 test('catch-up none records every missed occurrence as skipped_outage and waits for the next', async () => {

@@ -253,6 +253,28 @@ test('a node whose shards were taken is fenced at the sink and counts it (invari
   }
 });
 
+test('occurrences due between a job\'s create and its first timer reaching the wheel fire late; none is called an outage', async () => {
+  // A create whose commit took 3.4 s (a big batch): its every-second job's first timer
+  // (created+1 s) reached the wheel with three occurrences due, the scheduler up throughout.
+  const h = await harness();
+  try {
+    const createdAtMs = startMs + 10_000;
+    await h.clock.advance(13_400);
+    const input = jobInput(jobSpec({ cron: '* * * * * *', tz: 'UTC' }, { overlap: 'forbid', catch_up: 'latest' }), createdAtMs);
+    const [outcome] = await h.store.createJobs([input], h.clock.nowMs());
+    await h.clock.advance(1_000);
+    const runs = (await h.store.listRuns({ team: null, jobId: outcome!.job.jobId, limit: 100 })).items
+      .sort((a, b) => a.scheduledAtMs - b.scheduledAtMs);
+    assert.deepEqual(runs.map((run) => [(run.scheduledAtMs - startMs) / 1_000, run.status]),
+      // 12 and 13 queue behind 11 (held: written late, they never found the job busy at their
+      // time); 14, on time, finds 11 (written at 13.4 s, no worker) active: forbid skips it.
+      [[11, 'ready'], [12, 'ready'], [13, 'ready'], [14, 'skipped_overlap']]);
+    assert.ok(runs.every((run) => run.status !== 'skipped_outage'));
+  } finally {
+    await h.cleanup();
+  }
+});
+
 test('timers due while no scheduler ran fire late, not never, after a restart', () => withDatabaseFile(async (path) => {
   const first = await harness({ path, nodeId: 'node-a' });
   const atMs = startMs + 60_000;

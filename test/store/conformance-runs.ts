@@ -240,7 +240,7 @@ function runLeaseTests(open: OpenStore): void {
     const { runId } = await readyRun(store);
     const first = (await leaseOne(store, dispatchedAtMs, { leaseMs: 5_000 }))!;
     assert.deepEqual(await store.expireRunLeases(dispatchedAtMs + 4_999, 100), []);
-    assert.equal(await store.nextRunDeadlineMs(), dispatchedAtMs + 5_000);
+    assert.equal(await store.nextLeaseExpiryMs(), dispatchedAtMs + 5_000);
     assert.deepEqual(await store.expireRunLeases(dispatchedAtMs + 5_000, 100),
       [{ runId, pool: 'pool-a', toStatus: 'ready' }]);
     const second = (await leaseOne(store, dispatchedAtMs + 5_001))!;
@@ -282,7 +282,7 @@ function runRetryTests(open: OpenStore): void {
       assert.equal(failed.run.lastError, 'boom');
       const delayMs = failed.run.readyAtMs! - nowMs;
       assert.ok(delayMs >= 8_000 && delayMs <= 12_000, `10 s ± 20 %, got ${delayMs} ms`);
-      assert.equal(await store.nextRunDeadlineMs(), failed.run.readyAtMs);
+      assert.equal(await store.nextLeaseExpiryMs(), null, 'a retry is no lease deadline: nothing for the sweeper');
       assert.equal(await store.nextReadyAtMs('team-a', 'pool-a'), failed.run.readyAtMs);
       assert.equal(await leaseOne(store, failed.run.readyAtMs! - 1), undefined, 'not before its retry time');
       nowMs = failed.run.readyAtMs!;
@@ -305,6 +305,23 @@ function runRetryTests(open: OpenStore): void {
       const types = (await store.getRun(null, runId))!.events.map((event) => event.type);
       assert.deepEqual(types, ['dispatched', 'leased', 'retry_scheduled', 'leased', 'dead', 'replayed', 'leased',
         'retry_scheduled']);
+    }));
+
+  void it('announces the pool when a failure schedules a retry, so waiters parked before it arm for its ready time', () =>
+    withStore(open, async (store) => {
+      const { runId } = await readyRun(store, { pool: 'pool-retry', retry: { max_attempts: 3, base_s: 10, max_s: 100 } });
+      const leased = (await leaseOne(store, dispatchedAtMs, { pool: 'pool-retry' }))!;
+      const heard: string[] = [];
+      const unsubscribe = store.onRunsReady((pool) => heard.push(pool));
+      try {
+        const failed = await store.completeRun({ team: null, runId, fencingToken: leased.fencingToken,
+          status: 'failed', error: 'boom', result: null, nowMs: dispatchedAtMs });
+        assert.ok(failed.kind === 'completed' && failed.run.status === 'retry_wait');
+        assert.ok(heard.includes('pool-retry'), `heard ${JSON.stringify(heard)}`);
+        assert.equal(await store.nextReadyAtMs(null, 'pool-retry'), failed.run.readyAtMs, 'what a woken waiter arms for');
+      } finally {
+        unsubscribe();
+      }
     }));
 
   void it('sends failed_permanent to the DLQ at once; replays only dead runs', () => withStore(open, async (store) => {
@@ -332,6 +349,34 @@ function runOverlapTests(open: OpenStore): void {
       await firePending(store, allow, t0Ms + minuteMs);
       const second = await firePending(store, allow, t0Ms + 2 * minuteMs);
       assert.ok(second.result.kind === 'dispatched' && second.result.runs[0]?.status === 'ready');
+    }));
+
+  void it('forbid queues a backlog fired late behind the run before it, in order, instead of skipping it', () =>
+    withStore(open, async (store) => {
+      // Occurrences of t0+1..3 min fired together at t0+10 min (an outage's backlog under
+      // catch_up all, or a scheduler that fell behind): none found the job busy at its time.
+      const job = await createJob(store, { spec: { overlap: 'forbid' } });
+      const lateMs = t0Ms + 10 * minuteMs;
+      const fired: { runId: string; result: Awaited<ReturnType<typeof firePending>>['result'] }[] = [];
+      for (let index = 0; index < 3; index++) fired.push(await firePending(store, job, lateMs));
+      assert.deepEqual(fired.map(({ result }) => (result.kind === 'dispatched' ? result.runs[0]?.status : result.kind)),
+        ['ready', 'ready', 'ready']);
+      const queued = await store.getRun(null, fired[1]!.runId);
+      assert.equal(queued?.events[0]?.detail?.['held'], true);
+      assert.match(String(queued?.events[0]?.detail?.['reason']), /queued behind an earlier run/);
+      let nowMs = lateMs;
+      for (const { runId } of fired) {
+        const leased = await store.leaseRuns({ team: null, pool: 'pool-a', max: 10, leaseMs: null, workerId: 'w', nowMs });
+        assert.deepEqual(leased.map((run) => run.runId), [runId], 'one at a time, in scheduled order');
+        nowMs += 1_000;
+        await store.completeRun({ team: null, runId, fencingToken: leased[0]!.fencingToken, status: 'succeeded',
+          error: null, result: null, nowMs });
+      }
+      assert.deepEqual((await store.getRun(null, fired[2]!.runId))!.events.map((event) => event.type),
+        ['dispatched', 'released', 'leased', 'succeeded']);
+      // On time again: the next occurrence finds the job idle and dispatches.
+      const onTime = await firePending(store, job, t0Ms + 4 * minuteMs + 60 * minuteMs);
+      assert.ok(onTime.result.kind === 'dispatched' && onTime.result.runs[0]?.status === 'ready');
     }));
 
   void it('replace cancels the running run, whose worker then hears cancelled', () => withStore(open, async (store) => {

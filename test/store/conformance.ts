@@ -315,6 +315,28 @@ function runJobWriteTests(open: OpenStore): void {
       assert.equal((await store.listJobs({ team: 'team-a', limit: 10 })).items.length, 1);
     }));
 
+  void it('matches a job stored with the hash of its body text by that hash, and finds jobs by key and key prefix', () =>
+    withStore(open, async (store) => {
+      const spec = jobSpec({ key: 'legacy/export' });
+      const [stored] = await store.createJobs([{ job: jobRecord(spec, t0Ms, 'team-a', 'text-hash'), timer: null }], t0Ms);
+      assert.equal(stored?.kind, 'created');
+      const repeat = (legacyTextHash?: string) => store.createJobs([{
+        job: jobRecord(spec, t0Ms, 'team-a', 'c1:canonical-hash'), timer: null, ...(legacyTextHash === undefined ? {} : { legacyTextHash }),
+      }], t0Ms);
+      assert.equal((await repeat('text-hash'))[0]?.kind, 'existing', 'the same text as the stored hash was taken from');
+      assert.equal((await repeat('other-text'))[0]?.kind, 'key_conflict');
+      assert.equal((await repeat())[0]?.kind, 'key_conflict');
+      await createJob(store, { spec: { key: 'legacy/other' } });
+      await createJob(store, { spec: { key: 'legacy%' } });
+      await createJob(store, { spec: { key: 'legacy/export' }, team: 'team-b' });
+      const keys = async (filter: { key?: string; keyPrefix?: string }): Promise<string[]> =>
+        (await store.listJobs({ team: 'team-a', limit: 10, ...filter })).items.map((job) => job.spec.key ?? '').sort();
+      assert.deepEqual(await keys({ key: 'legacy/export' }), ['legacy/export']);
+      assert.deepEqual(await keys({ keyPrefix: 'legacy/' }), ['legacy/export', 'legacy/other']);
+      assert.deepEqual(await keys({ keyPrefix: 'legacy%' }), ['legacy%'], 'a prefix is text, not a pattern');
+      assert.deepEqual(await keys({ key: 'legacy' }), []);
+    }));
+
   void it('hides another team\'s job exactly like an unknown one', () => withStore(open, async (store) => {
     const job = await createJob(store, { team: 'team-b' });
     assert.equal(await store.getJob('team-a', job.jobId), null);

@@ -172,7 +172,7 @@ void describe('postgres store', { skip: skip ?? false }, () => {
           { run_id: 'r-running', status: 'running', held: false, due_at: 500 },
         ]);
         await assertActiveRunsQueued(schema);
-        assert.equal(await store.nextRunDeadlineMs(), 300, 'the retry is due before the lease expires');
+        assert.equal(await store.nextLeaseExpiryMs(), 500, 'a retry is no lease deadline');
         assert.equal(await store.nextReadyAtMs('t', 'p'), 10, 'the held run is not leasable');
         assert.equal(await store.countJobsWithoutTimer(), 1, 'needs_timer (version 4) is computed for existing jobs');
       } finally {
@@ -254,6 +254,26 @@ void describe('postgres store', { skip: skip ?? false }, () => {
       const readyAtCreate = nextEvent<string>((listener) => peer.onRunsReady(listener));
       await store.createJobs([{ job: dueNow, timer: null, dueNow: [{ scheduledAtMs: t0Ms, fireAtMs: t0Ms, status: 'ready' }] }], t0Ms);
       assert.equal(await readyAtCreate, 'pool-due-now');
+    } finally {
+      await handle.cleanup();
+    }
+  });
+
+  void it('tells another store instance of a retry scheduled, so its parked waiters arm for it', async () => {
+    const handle = await openTestStore();
+    try {
+      const { store } = handle;
+      const peer = await handle.openPeer();
+      const job = await createJob(store, { timer: null, spec: { pool: 'pool-retry' } });
+      assert.notEqual(await store.triggerJob(null, job.jobId, t0Ms), null);
+      const [leased] = await store.leaseRuns({ team: null, pool: 'pool-retry', max: 1, leaseMs: null, workerId: 'w', nowMs: t0Ms });
+      assert.ok(leased !== undefined);
+      const heard = nextEvent<string>((listener) => peer.onRunsReady(listener));
+      const failed = await store.completeRun({ team: null, runId: leased.runId, fencingToken: leased.fencingToken,
+        status: 'failed', error: 'boom', result: null, nowMs: t0Ms });
+      assert.ok(failed.kind === 'completed' && failed.run.status === 'retry_wait');
+      assert.equal(await heard, 'pool-retry');
+      assert.equal(await peer.nextReadyAtMs(null, 'pool-retry'), failed.run.readyAtMs);
     } finally {
       await handle.cleanup();
     }

@@ -171,9 +171,10 @@ async function lockJobs(tx: Transaction, jobIds: string[]): Promise<Map<string, 
 }
 
 const readRunsSql = prepared(
-  `SELECT run_id, job_id, status, held FROM runs WHERE run_id = ANY($1::text[])
+  `SELECT run_id, job_id, status, held, dispatched_at FROM runs WHERE run_id = ANY($1::text[])
    UNION
-   SELECT run_id, job_id, status, held FROM active_runs WHERE job_id = ANY($2::text[])`);
+   SELECT q.run_id, q.job_id, q.status, q.held, r.dispatched_at
+     FROM active_runs q LEFT JOIN runs r ON r.run_id = q.run_id WHERE q.job_id = ANY($2::text[])`);
 
 /**
  * Runs that already exist (a duplicate dispatch answers them, inserted: false) and each
@@ -187,14 +188,16 @@ async function readRuns(tx: Transaction, runIds: string[], jobIds: string[]): Pr
   const existingStatus = new Map<string, RunStatus>();
   const activeByJob = new Map<string, ActiveRun[]>();
   if (jobIds.length === 0) return { existingStatus, activeByJob };
-  const result = await tx.query<{ run_id: string; job_id: string; status: RunStatus; held: boolean }>(readRunsSql,
+  const result = await tx.query<{ run_id: string; job_id: string; status: RunStatus; held: boolean; dispatched_at: number | null }>(
+    readRunsSql,
     [textArray(runIds), textArray(jobIds)]);
   const wanted = new Set(runIds);
   for (const row of result.rows) {
     if (wanted.has(row.run_id)) existingStatus.set(row.run_id, row.status);
     if (row.status === 'ready' || row.status === 'running' || row.status === 'retry_wait') {
       const list = activeByJob.get(row.job_id) ?? [];
-      list.push({ runId: row.run_id, status: row.status, held: row.held });
+      list.push({ runId: row.run_id, status: row.status, held: row.held,
+        dispatchedAtMs: row.dispatched_at === null ? Number.NEGATIVE_INFINITY : Number(row.dispatched_at) });
       activeByJob.set(row.job_id, list);
     }
   }
@@ -277,16 +280,18 @@ function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: Occurren
   plan.activeByJob.set(job.jobId, active);
   let status: RunStatus = occurrence.status;
   let held = false;
+  let heldReason: string | null = null;
   let lastError = occurrence.status === 'ready' ? null : occurrence.reason ?? occurrence.status;
   if (occurrence.status === 'ready') {
-    const decision = decideOverlap(job.spec.overlap, active);
+    const decision = decideOverlap(job.spec.overlap, active, occurrence.scheduledAtMs);
     if (decision.action === 'skip') {
       status = 'skipped_overlap';
-      lastError = `overlap ${job.spec.overlap}: an earlier run is still active`;
+      lastError = decision.reason;
     } else {
       if (decision.action === 'replace') cancelRuns(plan, decision.cancelRunIds, active, runId);
       held = decision.action === 'hold';
-      active.push({ runId, status: 'ready', held });
+      if (decision.action === 'hold') heldReason = decision.reason;
+      active.push({ runId, status: 'ready', held, dispatchedAtMs: plan.nowMs });
       // A run written ahead is announced too, though not leasable yet: the pool's parked
       // waiters find nothing and arm a timer for its ready time (lease-waiters.ts): its job's
       // finish, which used to wake them, comes later (TimingConfig.finishAheadDelayMs).
@@ -299,7 +304,7 @@ function planOccurrence(plan: DispatchPlan, job: LockedJob, occurrence: Occurren
     // The shard token in the ledger lets a history checker prove no stale token was accepted.
     dispatchedDetail: status !== 'ready'
       ? null
-      : { shard_token: shardToken, ...(held ? { held: true } : {}), ...(readyAtMs > plan.nowMs ? { ahead: true } : {}) },
+      : { shard_token: shardToken, ...(held ? { held: true, reason: heldReason } : {}), ...(readyAtMs > plan.nowMs ? { ahead: true } : {}) },
   });
   plan.newRuns.set(runId, { outcome, run });
   plan.events.push(event);

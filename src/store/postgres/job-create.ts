@@ -7,7 +7,7 @@
  * each other instead of failing.
  */
 import assert from 'node:assert/strict';
-import { runIdOf } from '../../domain/identity.js';
+import { isSameRequest, runIdOf } from '../../domain/identity.js';
 import type { JobRecord } from '../../domain/types.js';
 import { dispatchedAtCreateDetail, type CreateJobInput, type CreateJobOutcome } from '../store.js';
 import { jsonTextArray, numberArray, textArray } from './array-literals.js';
@@ -29,6 +29,7 @@ interface Prepared {
   job: JobRecord;
   timer: NewTimer | null;
   dueNow: CreateJobInput['dueNow'];
+  legacyTextHash: string | undefined;
   nowMs: number;
 }
 
@@ -45,6 +46,7 @@ function prepare(item: CreateItem): Prepared {
     job: { ...job, nextFireAtMs: timer?.fireAtMs ?? null, nextScheduledAtMs: timer?.scheduledAtMs ?? null },
     timer: written,
     dueNow: item.input.dueNow,
+    legacyTextHash: item.input.legacyTextHash,
     nowMs: item.nowMs,
   };
 }
@@ -122,7 +124,8 @@ export async function createJobsWithin(transaction: Transaction, items: readonly
     const first = prepared[firstIndex]!;
     const holder = insertedIds.has(first.job.jobId) ? first.job : existingByKey.get(key);
     assert.ok(holder !== undefined, `key ${key} was neither inserted nor found`);
-    return holder.requestHash === item.job.requestHash
+    return isSameRequest(holder.requestHash, { requestHash: item.job.requestHash,
+      ...(item.legacyTextHash === undefined ? {} : { legacyTextHash: item.legacyTextHash }) })
       ? { kind: 'existing', job: holder }
       : { kind: 'key_conflict', job: holder };
   });

@@ -44,6 +44,8 @@ export async function listJobs(context: StoreContext, filter: JobListFilter): Pr
   if (filter.team !== null) conditions.push(`team = ${bind(filter.team)}`);
   if (filter.state !== undefined) conditions.push(`state = ${bind(filter.state)}`);
   if (filter.pool !== undefined) conditions.push(`pool = ${bind(filter.pool)}`);
+  if (filter.key !== undefined) conditions.push(`key = ${bind(filter.key)}`);
+  if (filter.keyPrefix !== undefined) conditions.push(`starts_with(key, ${bind(filter.keyPrefix)})`);
   if (filter.label !== undefined) {
     const separator = filter.label.indexOf('=');
     if (separator < 0) conditions.push(`(spec->'labels')::jsonb ? ${bind(filter.label)}`);

@@ -38,7 +38,7 @@ import {
 } from './timers.js';
 import { completeRuns } from './run-completion.js';
 import {
-  expireRunLeases, heartbeatRun, leaseRuns, leaseRunsShared, nextReadyAtMs, nextRunDeadlineMs, releaseStrandedHeldRuns, shortenLeasesOfGoneNodes,
+  expireRunLeases, heartbeatRun, leaseRuns, leaseRunsShared, nextLeaseExpiryMs, nextReadyAtMs, releaseStrandedHeldRuns, shortenLeasesOfGoneNodes,
 } from './worker-runs.js';
 
 export interface PostgresStoreOptions {
@@ -223,8 +223,8 @@ export class PostgresStore implements Store {
     return expireRunLeases(this.context, nowMs, limit);
   }
 
-  nextRunDeadlineMs(): Promise<number | null> {
-    return nextRunDeadlineMs(this.context);
+  nextLeaseExpiryMs(): Promise<number | null> {
+    return nextLeaseExpiryMs(this.context);
   }
 
   nextReadyAtMs(team: TeamScope, pool: string): Promise<number | null> {

@@ -31,6 +31,7 @@ interface LockedRun {
   attempt: number;
   attempt_base: number;
   job_id: string;
+  pool: string;
   retry: RetrySpec;
   releases_held: boolean;
 }
@@ -70,7 +71,7 @@ function planCompletion(run: LockedRun, request: CompleteRequest, random: () => 
 
 /** `json_to_record` reads both fields from one parse of the spec (each `->` parses it again). */
 const lockRunsSql = prepared(
-  `SELECT r.run_id, r.team, r.status, r.fencing_token::text AS fencing_token, r.attempt, r.attempt_base, r.job_id,
+  `SELECT r.run_id, r.team, r.status, r.fencing_token::text AS fencing_token, r.attempt, r.attempt_base, r.job_id, r.pool,
           s.retry, ${releasesHeldColumn('s.overlap')}
      FROM runs r JOIN jobs j ON j.job_id = r.job_id CROSS JOIN LATERAL json_to_record(j.spec) AS s(retry json, overlap text)
     WHERE r.run_id = ANY($1::text[]) ORDER BY r.run_id FOR UPDATE OF r`);
@@ -231,6 +232,8 @@ export async function completeRunsWithin(tx: Transaction, requests: readonly Com
     // A second completion of the same attempt in this batch finds it finished: stale.
     run.status = change.status;
     if (change.status !== 'retry_wait') releaseJobs.push({ jobId: run.job_id, releasesHeld: run.releases_held, nowMs: request.nowMs });
+    // Parked waiters, on every node, arm for the retry's ready time (StoreNotifications.onRunsReady).
+    else tx.readyPools.add(run.pool);
     return 'completed';
   });
   const written = await writeChanges(tx, [...changes.values()]);

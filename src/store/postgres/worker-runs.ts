@@ -377,10 +377,9 @@ export async function shortenLeasesOfGoneNodes(context: StoreContext, liveNodeId
   return Number(result.rows[0]?.count ?? 0);
 }
 
-export async function nextRunDeadlineMs(context: StoreContext): Promise<number | null> {
-  const result = await query<{ at: number | null }>(context, 'nextRunDeadlineMs',
-    `SELECT LEAST((SELECT min(due_at) FROM active_runs WHERE status = 'running'),
-                  (SELECT min(due_at) FROM active_runs WHERE status = 'retry_wait')) AS at`);
+export async function nextLeaseExpiryMs(context: StoreContext): Promise<number | null> {
+  const result = await query<{ at: number | null }>(context, 'nextLeaseExpiryMs',
+    `SELECT min(due_at) AS at FROM active_runs WHERE status = 'running'`);
   return result.rows[0]?.at ?? null;
 }
 

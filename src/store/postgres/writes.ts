@@ -213,9 +213,10 @@ export function eventParameters(events: readonly NewRunEvent[]): string[] {
  */
 const releaseHeldRunsSql = prepared(
   `WITH releasable AS (
-     SELECT q.run_id FROM active_runs q
+     SELECT DISTINCT ON (q.job_id) q.run_id FROM active_runs q JOIN runs h ON h.run_id = q.run_id
       WHERE q.job_id = ANY($1::text[]) AND q.held AND q.status = 'ready'
         AND NOT EXISTS (SELECT 1 FROM active_runs a WHERE a.job_id = q.job_id AND NOT a.held)
+      ORDER BY q.job_id, h.scheduled_at
    ), released AS (
      UPDATE runs r SET held = false, ready_at = $2 FROM releasable
       WHERE r.run_id = releasable.run_id AND r.held AND r.status = 'ready'
@@ -227,9 +228,9 @@ const releaseHeldRunsSql = prepared(
    SELECT run_id, job_id, pool FROM released`);
 
 /**
- * A `buffer_one` occurrence is held until no other active run of its job is left; this
- * releases it (leasable from `nowMs`) once the earlier run reached a final status. Answers
- * the runs released.
+ * A held occurrence (`buffer_one`, or queued under `forbid`) waits until no unheld active run
+ * of its job is left; this releases the earliest held one of each job (leasable from `nowMs`)
+ * once the run before it reached a final status. Answers the runs released.
  */
 export async function releaseHeldRuns(transaction: Transaction, jobIds: readonly string[], nowMs: number):
   Promise<{ runId: string; jobId: string }[]> {

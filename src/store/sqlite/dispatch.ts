@@ -41,6 +41,7 @@ interface ActiveRunRow {
   run_id: string;
   status: string;
   held: number;
+  dispatched_at: number | null;
 }
 
 /** What one dispatch call keeps across its items. */
@@ -102,7 +103,7 @@ export class Dispatcher {
     // Through the job's seq with finished_at IS NULL, runs_active_by_job's key and condition, so
     // that partial index serves each job; the status list says the same and guards it.
     this.selectActiveRuns = db.prepare(`
-      SELECT j.job_id, r.run_id, r.status, r.held
+      SELECT j.job_id, r.run_id, r.status, r.held, r.dispatched_at
       FROM jobs j JOIN runs r ON r.job_seq = j.job_seq AND r.finished_at IS NULL
       WHERE j.job_id IN (SELECT value FROM json_each(?)) AND r.status IN ('ready', 'running', 'retry_wait')`);
     this.cancelRun = db.prepare(`
@@ -137,7 +138,8 @@ export class Dispatcher {
     }
     if (jobIds.length === 0) return;
     for (const row of this.selectActiveRuns.all(JSON.stringify(jobIds))) {
-      activeRuns.get(row.job_id)!.push({ runId: row.run_id, status: row.status as RunStatus, held: row.held === 1 });
+      activeRuns.get(row.job_id)!.push({ runId: row.run_id, status: row.status as RunStatus, held: row.held === 1,
+        dispatchedAtMs: row.dispatched_at ?? Number.NEGATIVE_INFINITY });
     }
   }
 
@@ -231,11 +233,10 @@ export class Dispatcher {
     }
     // `allow` never looks at earlier runs.
     const activeRuns = batch.activeRuns.get(job.jobId) ?? [];
-    const decision = decideOverlap(job.overlap, job.overlap === 'allow' ? [] : activeRuns);
+    const decision = decideOverlap(job.overlap, job.overlap === 'allow' ? [] : activeRuns, occurrence.scheduledAtMs);
     if (decision.action === 'skip') {
-      const reason = `overlap ${job.overlap}: an earlier run is still active`;
-      return this.insertRun(runOfOccurrence(job, occurrence, runId, nowMs, 'skipped_overlap', reason, false), 'skipped',
-        skippedDetailJson(reason));
+      return this.insertRun(runOfOccurrence(job, occurrence, runId, nowMs, 'skipped_overlap', decision.reason, false), 'skipped',
+        skippedDetailJson(decision.reason));
     }
     if (decision.action === 'replace') {
       // Cancelling writes to other runs, so it must not happen for an occurrence already
@@ -251,10 +252,12 @@ export class Dispatcher {
     }
     const held = decision.action === 'hold';
     const run = this.insertRun(runOfOccurrence(job, occurrence, runId, nowMs, 'ready', null, held, readyAtMs), 'dispatched',
-      held ? JSON.stringify({ shard_token: shardToken, held: true }) : dispatchedDetail(batch, shardToken, readyAtMs > nowMs));
+      decision.action === 'hold'
+        ? JSON.stringify({ shard_token: shardToken, held: true, reason: decision.reason })
+        : dispatchedDetail(batch, shardToken, readyAtMs > nowMs));
     if (run.inserted) {
       // A later occurrence of this job in the batch sees this one as active.
-      activeRuns.push({ runId, status: 'ready', held });
+      activeRuns.push({ runId, status: 'ready', held, dispatchedAtMs: nowMs });
       batch.activeRuns.set(job.jobId, activeRuns);
       // A run written ahead is announced too, though not leasable yet: the pool's parked
       // waiters find nothing and arm a timer for its ready time (lease-waiters.ts): its job's

@@ -5,7 +5,7 @@
  * same commit that marks the job (invariant 7 starts here; dispatch finishes it).
  */
 import type Database from 'better-sqlite3';
-import { bucketOf, runIdOf } from '../../domain/identity.js';
+import { bucketOf, isSameRequest, runIdOf } from '../../domain/identity.js';
 import { specJsonForWrite } from '../../domain/spec-json.js';
 import type { JobRecord, RunRecord } from '../../domain/types.js';
 import {
@@ -206,7 +206,8 @@ export class JobWrites {
       const existing = this.selectByKey.get(job.team, key);
       if (existing !== undefined) {
         const found = jobFromRow(existing);
-        return existing.request_hash === job.requestHash ? { kind: 'existing', job: found } : { kind: 'key_conflict', job: found };
+        return isSameRequest(existing.request_hash, { requestHash: job.requestHash, ...(item.legacyTextHash === undefined ? {} : { legacyTextHash: item.legacyTextHash }) })
+          ? { kind: 'existing', job: found } : { kind: 'key_conflict', job: found };
       }
     }
     const jobSeq = this.nextJobSeq++;

@@ -59,7 +59,6 @@ export class StoreReads {
   }],
     JobRow & { last_success_at: number | null; silent_since: number }>;
   private readonly selectNextLeaseExpiry: Database.Statement<[], number | null>;
-  private readonly selectNextRetry: Database.Statement<[], number | null>;
   private readonly selectNextReady: Database.Statement<[{ pool: string; team: string | null }], number | null>;
 
   constructor(db: Database.Database) {
@@ -97,8 +96,6 @@ export class StoreReads {
       ORDER BY silent_since, job_id LIMIT @limit`);
     this.selectNextLeaseExpiry = db.prepare<[], number | null>(
       "SELECT min(lease_expires_at) FROM runs WHERE status = 'running'").pluck();
-    this.selectNextRetry = db.prepare<[], number | null>(
-      "SELECT min(ready_at) FROM runs WHERE status = 'retry_wait'").pluck();
     // Per lane, in ready_at order, first match: a seek on runs_leasable (pool, lane, ready_at).
     // A min() over the whole pool walked every leasable run of it instead — measured 4 s of a
     // 40 s, 20,000-run drain, as each long-poll wake-up asked it. The lanes' seeks are one
@@ -124,6 +121,12 @@ export class StoreReads {
     if (filter.team !== null) { where.push('j.team = ?'); params.push(filter.team); }
     if (filter.state !== undefined) { where.push('j.state = ?'); params.push(filter.state); }
     if (filter.pool !== undefined) { where.push('j.pool = ?'); params.push(filter.pool); }
+    if (filter.key !== undefined) { where.push('j.key = ?'); params.push(filter.key); }
+    if (filter.keyPrefix !== undefined) {
+      // An exact test, no pattern language: keys may hold % _ and anything else.
+      where.push('substr(j.key, 1, ?) = ?');
+      params.push([...filter.keyPrefix].length, filter.keyPrefix);
+    }
     if (filter.label !== undefined) {
       const separator = filter.label.indexOf('=');
       if (separator === -1) {
@@ -244,10 +247,8 @@ export class StoreReads {
     };
   }
 
-  nextRunDeadlineMs(): number | null {
-    const deadlines = [this.selectNextLeaseExpiry.get(), this.selectNextRetry.get()]
-      .filter((value): value is number => typeof value === 'number');
-    return deadlines.length === 0 ? null : Math.min(...deadlines);
+  nextLeaseExpiryMs(): number | null {
+    return this.selectNextLeaseExpiry.get() ?? null;
   }
 
   nextReadyAtMs(team: TeamScope, pool: string): number | null {

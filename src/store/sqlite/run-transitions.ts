@@ -214,6 +214,9 @@ export class RunTransitions {
       if (outcome.status !== 'retry_wait') {
         const pool = this.runs.releaseHeldRun(row.job_seq, request.nowMs)?.pool ?? null;
         if (pool !== null) readyPools.push(pool);
+      } else {
+        // Parked waiters arm for the retry's ready time (StoreNotifications.onRunsReady).
+        readyPools.push(row.pool);
       }
       return { kind: 'completed', run: runFromRow({ ...row, ...change, lease_expires_at: null }) };
     };

@@ -406,8 +406,8 @@ export class SqliteStore implements Store {
       .run({ now: nowMs, margin: marginMs }).changes;
   }
 
-  async nextRunDeadlineMs(): Promise<number | null> {
-    return this.run(() => this.reads.nextRunDeadlineMs());
+  async nextLeaseExpiryMs(): Promise<number | null> {
+    return this.run(() => this.reads.nextLeaseExpiryMs());
   }
 
   async nextReadyAtMs(team: TeamScope, pool: string): Promise<number | null> {

@@ -175,7 +175,8 @@ export class RunTable {
       SELECT run_id, status, held FROM runs
       WHERE job_seq = ? AND finished_at IS NULL AND status IN ('ready', 'running', 'retry_wait')`);
     this.selectHeld = db.prepare(`
-      SELECT * FROM runs WHERE job_seq = ? AND finished_at IS NULL AND status IN ('ready', 'running', 'retry_wait') AND held = 1`);
+      SELECT * FROM runs WHERE job_seq = ? AND finished_at IS NULL AND status IN ('ready', 'running', 'retry_wait') AND held = 1
+      ORDER BY scheduled_at LIMIT 1`);
     this.release = db.prepare('UPDATE runs SET held = 0, ready_at = ? WHERE run_id = ?');
     // `finished_at IS NULL` lets the planner walk runs_active_by_job (the active runs only).
     this.selectJobsHolding = db.prepare(`
@@ -230,8 +231,8 @@ export class RunTable {
   }
 
   /**
-   * A run of the job (`jobSeq`) reached a final status: a `buffer_one` occurrence held behind
-   * it becomes leasable now. Answers the run released and its pool, or null when nothing was held.
+   * A run of the job (`jobSeq`) reached a final status: the earliest occurrence held behind it
+   * (`buffer_one`, or queued under `forbid`) becomes leasable now, once no unheld run is left. Answers the run released and its pool, or null when nothing was held.
    */
   releaseHeldRun(jobSeq: number, nowMs: number): { runId: string; jobId: string; pool: string } | null {
     const held = this.selectHeld.get(jobSeq);
