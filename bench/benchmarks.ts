@@ -7,6 +7,7 @@ import { idleBenchmark } from './bench-idle.js';
 import { memoryBenchmark } from './bench-memory.js';
 import { precisionBenchmark } from './bench-precision.js';
 import { restartBenchmark } from './bench-restart.js';
+import { retryWakeupBenchmark } from './bench-retry-wakeup.js';
 import { runNowBenchmark } from './bench-run-now.js';
 import type { Benchmark } from './context.js';
 
@@ -15,6 +16,7 @@ export const benchmarks: Benchmark[] = [
   precisionBenchmark,
   herdBenchmark,
   idleBenchmark,
+  retryWakeupBenchmark,
   runNowBenchmark,
   memoryBenchmark,
   restartBenchmark,
