@@ -54,7 +54,7 @@ async function settledMemory(server: BenchServer, quick: boolean): Promise<Memor
     rssBytes = Math.max(rssBytes, server.rssBytes());
     await delay(quick ? 50 : sampleIntervalMs);
   }
-  const heapUsedBytes = sumMetric(await server.client.metrics(), 'tickler_process_nodejs_heap_size_used_bytes');
+  const heapUsedBytes = sumMetric(await server.client.metrics(), 'nodejs_heap_size_used_bytes');
   return { rssBytes, heapUsedBytes };
 }
 

@@ -112,6 +112,7 @@ export class Metrics {
   });
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
-    if (options.defaultMetrics ?? false) collectDefaultMetrics({ register: this.registry, prefix: 'tickler_process_' });
+    // Unprefixed: stock Node.js dashboards look for process_cpu_seconds_total and nodejs_*.
+    if (options.defaultMetrics ?? false) collectDefaultMetrics({ register: this.registry });
   }
 }

@@ -132,3 +132,15 @@ describe('operations without the virtual clock, and not ready', () => {
     assert.deepEqual(answer.json, { ready: false, shards_owned: 0 });
   });
 });
+
+describe('process metrics', () => {
+  it('keep the standard names that stock Node.js dashboards read', async () => {
+    const { Metrics } = await import('../../src/obs/metrics.js');
+    const text = await new Metrics({ defaultMetrics: true }).registry.metrics();
+    for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds',
+      'nodejs_heap_size_used_bytes']) {
+      assert.match(text, new RegExp(`^${name} `, 'm'), name);
+    }
+    assert.doesNotMatch(text, /tickler_process_/);
+  });
+});
