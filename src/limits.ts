@@ -19,6 +19,8 @@ export const keyLengthMax = 256;
 export const poolLengthMax = 128;
 export const labelsCountMax = 64;
 export const labelLengthMax = 256;
+/** Length of a job's `owner` and `pager` texts. */
+export const ownerLengthMax = 256;
 export const resourcesCountMax = 32;
 export const cronLengthMax = 1_024;
 export const errorTextLengthMax = 8_192;

@@ -8,6 +8,7 @@ import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { buildApp } from './api/app.js';
+import type { LabelSelector } from './service/job-spec.js';
 import { SystemClock, VirtualClock, type Clock } from './clock.js';
 import { acquireDataDirLock, type DataDirLock } from './data-dir-lock.js';
 import { TicklerError, isTicklerError } from './errors.js';
@@ -15,6 +16,7 @@ import { assertTiming, cronToleranceSecondsDefault, dispatchBatchMax, payloadByt
   virtualClockTimingDefaults, type TimingConfig } from './limits.js';
 import { createLogger, type Logger } from './obs/log.js';
 import { Metrics } from './obs/metrics.js';
+import { AlertWebhook } from './obs/alert-webhook.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { clusterPlanner } from './scheduler/cluster-planner.js';
 import { cuttingLeasesOfGoneNodes, keepMembership } from './scheduler/orphaned-leases.js';
@@ -43,6 +45,10 @@ export interface ServeOptions {
   dispatchAtCreate?: boolean;
   timing?: Partial<TimingConfig>;
   payloadBytesMax?: number;
+  /** `--require-max-silence-label`: jobs with this label must set max_silence_s. */
+  silenceRequiredLabel?: LabelSelector | null;
+  /** `--alert-webhook`: where silence alerts are posted, and the HMAC secret they are signed with. */
+  alertWebhook?: { url: string; secret: string } | null;
 }
 
 export interface RunningServer {
@@ -81,6 +87,8 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       })
     : null;
   const zombieHook = chaosPauseHook(opened.store, clock, logger);
+  const alerts = options.alertWebhook === undefined || options.alertWebhook === null ? null
+    : new AlertWebhook({ ...options.alertWebhook, clock, logger, metrics });
   const scheduler = options.roles.includes('scheduler')
     ? new Scheduler({
       store: zombieHook?.store ?? opened.store, clock, nodeId, timing, metrics, logger,
@@ -90,6 +98,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       // so only every tenth refresh rereads the whole window.
       fullReloadEveryRefreshes: 10,
       dispatchBatchMax: opened.store.kind === 'sqlite' ? sqliteDispatchBatchMax : dispatchBatchMax,
+      alerts,
       ...(membership === null ? {} : { planner: clusterPlanner({ membership, membershipTtlMs: timing.shardLeaseTtlMs }) }),
     })
     : null;
@@ -119,6 +128,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       payloadBytesMax: options.payloadBytesMax ?? payloadBytesMax,
       cronToleranceDefaultS: options.cronToleranceDefaultS ?? cronToleranceSecondsDefault,
       dispatchAtCreate: options.dispatchAtCreate !== false,
+      silenceRequiredLabel: options.silenceRequiredLabel ?? null,
     },
     readiness: async () => {
       await store.ping();
@@ -142,6 +152,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
         await app.close();
         maintenance?.stop();
         await scheduler?.stop();
+        alerts?.close();
         await apiMembership?.stop();
         await membership?.close();
         zombieHook?.detach();

@@ -19,6 +19,7 @@ import type { Store } from '../store/store.js';
 import * as limits from '../limits.js';
 import { TicklerError } from '../errors.js';
 import { JobService } from '../service/job-service.js';
+import type { LabelSelector } from '../service/job-spec.js';
 import { RunService } from '../service/run-service.js';
 import { LeaseWaiters } from '../service/lease-waiters.js';
 import { parseJsonBody } from './json-body.js';
@@ -48,6 +49,8 @@ export interface ApiConfig {
   cronToleranceDefaultS: number;
   /** `JobServiceDeps.dispatchAtCreate`; on unless false. */
   dispatchAtCreate?: boolean;
+  /** Jobs with this label must set max_silence_s. */
+  silenceRequiredLabel?: LabelSelector | null;
 }
 
 export interface AppDeps {
@@ -109,6 +112,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       store: deps.store, clock: deps.clock, metrics: deps.metrics,
       cronToleranceDefaultS: deps.config.cronToleranceDefaultS, payloadBytesMax: deps.config.payloadBytesMax,
       dispatchAtCreate: deps.config.dispatchAtCreate !== false,
+      silenceRequiredLabel: deps.config.silenceRequiredLabel ?? null,
     }),
     runs: new RunService({ store: deps.store, clock: deps.clock, metrics: deps.metrics, resultBytesMax: limits.resultBytesMax }),
     waiters: new LeaseWaiters(deps.store, deps.clock, deps.logger),

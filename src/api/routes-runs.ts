@@ -72,7 +72,7 @@ function registerLedgerRoutes(app: App, { runs }: ApiContext): void {
 }
 
 /** The worker calls; every one is fenced by the attempt's token in the store. */
-function registerWorkerRoutes(app: App, { runs, waiters }: ApiContext): void {
+function registerWorkerRoutes(app: App, { runs, waiters, deps }: ApiContext): void {
   app.post('/v1/workers/lease', {
     schema: { body: LeaseBody, querystring: TeamQuery },
     config: { doc: { summary: 'lease ready runs of a pool, waiting up to wait_s for some' } },
@@ -86,6 +86,10 @@ function registerWorkerRoutes(app: App, { runs, waiters }: ApiContext): void {
       if (!reply.raw.writableFinished) client.abort();
     });
     const leased = await waiters.lease(leaseWaitRequestOf(body, scopeOf(callerOf(request), request.query.team), client.signal));
+    if (leased.length > 0) {
+      const nowMs = deps.clock.nowMs();
+      for (const run of leased) deps.metrics.readyLagSeconds.observe(Math.max(0, nowMs - run.readyAtMs) / 1_000);
+    }
     return reply.type(jsonType).send(joinedUtf8('{"runs":[', leased, leasedRunWireJson, ']}'));
   });
 

@@ -70,6 +70,8 @@ const policyFields = {
   resources: Type.Array(labelText, { maxItems: limits.resourcesCountMax }),
   labels: Type.Record(Type.String({ maxLength: limits.labelLengthMax }), Type.String({ maxLength: limits.labelLengthMax }),
     { maxProperties: limits.labelsCountMax }),
+  owner: Type.Union([Type.String({ minLength: 1, maxLength: limits.ownerLengthMax, pattern: printablePattern }), Type.Null()]),
+  pager: Type.Union([Type.String({ minLength: 1, maxLength: limits.ownerLengthMax, pattern: printablePattern }), Type.Null()]),
 };
 
 export const JobCreateBody = Type.Object({
@@ -89,6 +91,8 @@ export const JobCreateBody = Type.Object({
   max_silence_s: Type.Optional(policyFields.max_silence_s),
   resources: Type.Optional(policyFields.resources),
   labels: Type.Optional(policyFields.labels),
+  owner: Type.Optional(policyFields.owner),
+  pager: Type.Optional(policyFields.pager),
 }, strict);
 export type JobCreateBody = Static<typeof JobCreateBody>;
 
@@ -109,6 +113,8 @@ export const JobPatchBody = Type.Object({
   max_silence_s: Type.Optional(policyFields.max_silence_s),
   resources: Type.Optional(policyFields.resources),
   labels: Type.Optional(policyFields.labels),
+  owner: Type.Optional(policyFields.owner),
+  pager: Type.Optional(policyFields.pager),
 }, strict);
 export type JobPatchBody = Static<typeof JobPatchBody>;
 

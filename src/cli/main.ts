@@ -48,6 +48,9 @@ export function buildProgram(env: NodeJS.ProcessEnv = process.env): Command {
     .option('--log-level <level>', `fatal|error|warn|info|debug|trace|silent (default ${serveDefaults.logLevel})`)
     .option('--cron-tolerance-default-s <seconds>', 'default tolerance_s of cron jobs (default 300)')
     .option('--payload-bytes-max <bytes>', 'payload limit (default 65536)')
+    .option('--require-max-silence-label <label>', 'jobs with this label (name or name=value) must set max_silence_s')
+    .option('--alert-webhook <url>', 'POST silence alerts here, HMAC-signed (secret: TICKLER_ALERT_WEBHOOK_SECRET or --alert-webhook-secret-file)')
+    .option('--alert-webhook-secret-file <file>', 'file holding the alert webhook\'s HMAC secret')
     .addHelpText('after', serveHelpText)
     .action((flags: ServeFlags) => runServe(flags, env));
 

@@ -15,6 +15,7 @@
  */
 import { timingDefaults, type TimingConfig } from '../limits.js';
 import type { Role, ServeOptions } from '../server.js';
+import { parseLabelSelector } from '../service/job-spec.js';
 
 /** A mistake in how the command was called: the message is printed and the process exits 2. */
 export class CliUsageError extends Error {
@@ -39,6 +40,9 @@ export interface ServeFlags {
   logLevel?: string;
   cronToleranceDefaultS?: string;
   payloadBytesMax?: string;
+  requireMaxSilenceLabel?: string;
+  alertWebhook?: string;
+  alertWebhookSecretFile?: string;
 }
 
 export type Environment = Record<string, string | undefined>;
@@ -72,6 +76,11 @@ export function resolveServeOptions(flags: ServeFlags, env: Environment, readFil
   const payloadBytesMax = pick(flags.payloadBytesMax, 'PAYLOAD_BYTES_MAX');
   const timing = timingFromEnv(env);
   const dispatchAtCreate = nonEmpty(env['TICKLER_DISPATCH_AT_CREATE']);
+  const silenceLabel = pick(flags.requireMaxSilenceLabel, 'REQUIRE_MAX_SILENCE_LABEL');
+  if (silenceLabel !== undefined && (silenceLabel.startsWith('=') || silenceLabel === '')) {
+    throw new CliUsageError('--require-max-silence-label takes a label name, or name=value');
+  }
+  const alertWebhook = alertWebhookOf(pick(flags.alertWebhook, 'ALERT_WEBHOOK'), flags.alertWebhookSecretFile, env, readFile);
   return {
     host,
     port: integerIn(pick(flags.port, 'PORT') ?? String(serveDefaults.port), 'port', 0, 65_535),
@@ -91,7 +100,44 @@ export function resolveServeOptions(flags: ServeFlags, env: Environment, readFil
       : { payloadBytesMax: integerIn(payloadBytesMax, 'payload-bytes-max', 1, 16 * 1_048_576) }),
     ...(Object.keys(timing).length === 0 ? {} : { timing }),
     ...(dispatchAtCreate === undefined ? {} : { dispatchAtCreate: switchOf(dispatchAtCreate, 'TICKLER_DISPATCH_AT_CREATE') }),
+    ...(silenceLabel === undefined ? {} : { silenceRequiredLabel: parseLabelSelector(silenceLabel) }),
+    ...(alertWebhook === null ? {} : { alertWebhook }),
   };
+}
+
+/**
+ * `--alert-webhook URL` with its HMAC secret, from `TICKLER_ALERT_WEBHOOK_SECRET` or a file
+ * (`--alert-webhook-secret-file`, `TICKLER_ALERT_WEBHOOK_SECRET_FILE`): an alert a receiver
+ * cannot verify is not sent, so a webhook without a secret is a usage error.
+ */
+function alertWebhookOf(url: string | undefined, secretFileFlag: string | undefined, env: Environment,
+  readFile: (path: string) => string): { url: string; secret: string } | null {
+  if (url === undefined) {
+    if (secretFileFlag !== undefined) throw new CliUsageError('--alert-webhook-secret-file needs --alert-webhook');
+    return null;
+  }
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new CliUsageError(`--alert-webhook must be an http(s) URL, got ${url}`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new CliUsageError(`--alert-webhook must be an http(s) URL, got ${url}`);
+  }
+  const secretFile = secretFileFlag ?? nonEmpty(env['TICKLER_ALERT_WEBHOOK_SECRET_FILE']);
+  let secret = nonEmpty(env['TICKLER_ALERT_WEBHOOK_SECRET']);
+  if (secretFile !== undefined) {
+    try {
+      secret = readFile(secretFile).trim();
+    } catch (error) {
+      throw new CliUsageError(`cannot read the alert webhook secret file ${secretFile}: ${(error as Error).message}`);
+    }
+  }
+  if (secret === undefined || secret === '') {
+    throw new CliUsageError('--alert-webhook needs an HMAC secret: set TICKLER_ALERT_WEBHOOK_SECRET or pass --alert-webhook-secret-file FILE');
+  }
+  return { url, secret };
 }
 
 /** `--api-keys FILE` wins over inline `TICKLER_API_KEYS`; `TICKLER_API_KEYS_FILE` names a file too. */

@@ -79,6 +79,13 @@ export interface JobSpec {
   max_silence_s: number | null;
   resources: string[];
   labels: Record<string, string>;
+  /**
+   * Who answers for the job, and where to page them (free text: a team, an address, a
+   * PagerDuty service): carried in silence alerts. Absent on jobs stored before the fields
+   * existed; null when not given.
+   */
+  owner?: string | null;
+  pager?: string | null;
 }
 
 export interface JobRecord {

@@ -72,6 +72,25 @@ export class Metrics {
     labelNames: ['team'] as const,
     registers: [this.registry],
   });
+  readonly readyLagSeconds = new Histogram({
+    name: 'tickler_ready_lag_seconds',
+    help: 'From a run\'s ready time to its lease by a worker over HTTP (consumption lag, apart from fire lag); 0 for a run leased ahead',
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+    registers: [this.registry],
+  });
+  readonly jobLastSuccessAgeSeconds = new Gauge({
+    name: 'tickler_job_last_success_age_seconds',
+    help: 'Seconds since the last success of each active job with max_silence_s (or since its create, change or resume, when later); '
+      + 'the longest silent 1,000 jobs, at the last reconciler pass',
+    labelNames: ['job'] as const,
+    registers: [this.registry],
+  });
+  readonly alertsSentTotal = new Counter({
+    name: 'tickler_alerts_sent_total',
+    help: 'Silence alerts posted to the alert webhook, by kind and outcome (delivered, failed: retried)',
+    labelNames: ['kind', 'outcome'] as const,
+    registers: [this.registry],
+  });
   readonly reconcilerRepairsTotal = new Counter({
     name: 'tickler_reconciler_repairs_total',
     help: 'Pending timers written back by the reconciler',

@@ -7,7 +7,10 @@
  * The same pass runs the dead man's switch (DESIGN.md flow 8): jobs with `max_silence_s` whose
  * last success is older than that are counted per team in `tickler_jobs_silent`, and each is
  * logged once when it falls silent (and once when it succeeds again). A timer can be there and
- * the job still silent: its worker fails, or its pool has no worker at all.
+ * the job still silent: its worker fails, or its pool has no worker at all. With an alert
+ * webhook, each silence is also announced once, and its end once (obs/alert-webhook.ts): what
+ * was announced is kept in the store, so a restart or a new leader neither repeats nor misses
+ * one. `tickler_job_last_success_age_seconds{job}` shows every watched job's age.
  *
  * It also releases `buffer_one` runs held with no other run of their job active
  * (`Store.releaseStrandedHeldRuns`): the end of the run before releases them, and a release
@@ -20,12 +23,15 @@ import type { Clock, TimerHandle } from '../clock.js';
 import { firstTimer } from '../domain/firing-plan.js';
 import type { Logger } from '../obs/log.js';
 import type { Metrics } from '../obs/metrics.js';
+import { silenceAlertOf, type AlertWebhook } from '../obs/alert-webhook.js';
 import type { SilentJob, Store } from '../store/store.js';
 import type { ScheduleCache } from './schedule-cache.js';
 
 const repairBatchMax = 1_000;
-/** Silent jobs read per pass; the gauge counts at most this many. */
+/** Watched jobs read per pass, the longest silent first; the gauge counts at most this many silent. */
 const silentJobsMax = 10_000;
+/** Jobs given a `tickler_job_last_success_age_seconds` series: the longest silent ones. */
+const ageGaugeJobsMax = 1_000;
 
 export class Reconciler {
   private timer: TimerHandle | null = null;
@@ -42,6 +48,8 @@ export class Reconciler {
       schedules: ScheduleCache;
       intervalMs: number;
       isLeader(): boolean;
+      /** Where silences are announced; none without `--alert-webhook`. */
+      alerts?: AlertWebhook | null;
     },
   ) {}
 
@@ -88,7 +96,15 @@ export class Reconciler {
   /** One dead man's switch pass; answers the silent jobs, the longest silent first. */
   async watchSilenceOnce(): Promise<SilentJob[]> {
     const { store, clock, metrics, logger } = this.deps;
-    const silent = await store.findSilentJobs(null, clock.nowMs(), silentJobsMax);
+    const nowMs = clock.nowMs();
+    // Every watched job, the longest silent first: the silent ones lead, the rest feed the gauge.
+    const watched = await store.findSilentJobs(null, Number.MAX_SAFE_INTEGER, silentJobsMax);
+    const silent = watched.filter((entry) => entry.silentSinceMs <= nowMs);
+    metrics.jobLastSuccessAgeSeconds.reset();
+    for (const { job, silentSinceMs } of watched.slice(0, ageGaugeJobsMax)) {
+      const sinceMs = silentSinceMs - (job.spec.max_silence_s ?? 0) * 1_000;
+      metrics.jobLastSuccessAgeSeconds.set({ job: job.jobId }, Math.max(0, (nowMs - sinceMs) / 1_000));
+    }
     const perTeam = new Map<string, number>();
     for (const { job } of silent) perTeam.set(job.team, (perTeam.get(job.team) ?? 0) + 1);
     metrics.jobsSilent.reset();
@@ -106,7 +122,26 @@ export class Reconciler {
       if (!silentNow.has(jobId)) logger.info({ jobId }, 'job is no longer silent');
     }
     this.silentJobIds = silentNow;
+    await this.announce(silent, silentNow, nowMs);
     return silent;
+  }
+
+  /** Announces each silence not announced yet, and the end of each announced one that is over. */
+  private async announce(silent: readonly SilentJob[], silentNow: ReadonlySet<string>, nowMs: number): Promise<void> {
+    const { alerts, store } = this.deps;
+    if (alerts === undefined || alerts === null) return;
+    const announced = new Map((await store.listSilenceAnnounced(silentJobsMax)).map((entry) => [entry.job.jobId, entry]));
+    for (const { job, silentSinceMs, lastSuccessAtMs } of silent) {
+      if (announced.get(job.jobId)?.silentSinceMs === silentSinceMs) continue;
+      alerts.send(silenceAlertOf('job_silent', job, silentSinceMs, lastSuccessAtMs, nowMs),
+        () => store.setSilenceAnnounced(job.jobId, silentSinceMs));
+    }
+    for (const { job, silentSinceMs } of announced.values()) {
+      if (silentNow.has(job.jobId)) continue;
+      const current = await store.getJob(null, job.jobId);
+      alerts.send(silenceAlertOf('job_recovered', current ?? job, silentSinceMs, null, nowMs),
+        () => store.setSilenceAnnounced(job.jobId, null));
+    }
   }
 
   private arm(): void {

@@ -15,6 +15,7 @@ import type { LoadedTimer, Store } from '../store/store.js';
 import { Dispatcher, isOneShot } from './dispatcher.js';
 import { Reconciler } from './reconciler.js';
 import { RunLeaseSweeper } from './run-lease-sweeper.js';
+import type { AlertWebhook } from '../obs/alert-webhook.js';
 import { ScheduleCache } from './schedule-cache.js';
 import { ShardLeaseManager, allShardsPlanner, type ShardPlanner } from './shard-lease-manager.js';
 
@@ -47,6 +48,8 @@ export interface SchedulerOptions {
   dispatchCapacityPerSecond?: number;
   /** Timers per dispatch transaction (default `dispatchBatchMax`; the embedded store wants more). */
   dispatchBatchMax?: number;
+  /** Where the reconciler announces silent jobs (`--alert-webhook`); none by default. */
+  alerts?: AlertWebhook | null;
 }
 
 export interface SchedulerStatus {
@@ -106,7 +109,7 @@ export class Scheduler {
     this.dispatcher = new Dispatcher({ store, clock, leases: this.leases, schedules: this.schedules, metrics, logger,
       batchMax: this.batchMax, dispatchAheadMs: this.dispatchAheadMs });
     this.reconciler = new Reconciler({ store, clock, metrics, logger, schedules: this.schedules,
-      intervalMs: timing.reconcileIntervalMs, isLeader: () => this.leases.firingLease(0) !== null });
+      intervalMs: timing.reconcileIntervalMs, isLeader: () => this.leases.firingLease(0) !== null, alerts: options.alerts ?? null });
     this.sweeper = new RunLeaseSweeper({ store, clock, metrics, logger, intervalMs: timing.leaseSweepIntervalMs });
     const catchUpPerSecond = (options.dispatchCapacityPerSecond ?? 5_000) * catchUpDispatchShareDefault;
     this.catchUpSpacingMs = 1_000 / catchUpPerSecond;

@@ -16,13 +16,15 @@ import type {
 import type { JobCreateBody, JobPatchBody } from '../api/schemas.js';
 import { decodeCursor, encodeCursor } from '../store/cursor.js';
 import { specJsonOf } from '../domain/spec-json.js';
-import { specFromCreate, specFromPatch, type SpecContext } from './job-spec.js';
+import { specFromCreate, specFromPatch, type LabelSelector, type SpecContext } from './job-spec.js';
 
 export interface JobServiceDeps {
   store: Store;
   clock: Clock;
   metrics: Metrics;
   cronToleranceDefaultS: number;
+  /** Jobs with this label must set max_silence_s (`--require-max-silence-label`). */
+  silenceRequiredLabel?: LabelSelector | null;
   payloadBytesMax: number;
   /**
    * A one-shot job already due when created is dispatched by its create (`CreateJobInput.dueNow`,
@@ -63,7 +65,8 @@ export class JobService {
   constructor(private readonly deps: JobServiceDeps) {}
 
   private specContext(nowMs: number): SpecContext {
-    return { nowMs, cronToleranceDefaultS: this.deps.cronToleranceDefaultS, payloadBytesMax: this.deps.payloadBytesMax };
+    return { nowMs, cronToleranceDefaultS: this.deps.cronToleranceDefaultS, payloadBytesMax: this.deps.payloadBytesMax,
+      silenceRequiredLabel: this.deps.silenceRequiredLabel ?? null };
   }
 
   /**

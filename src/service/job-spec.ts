@@ -28,6 +28,32 @@ export interface SpecContext {
   nowMs: number;
   cronToleranceDefaultS: number;
   payloadBytesMax: number;
+  /** Jobs carrying this label (`value` null: any value) must set `max_silence_s`. */
+  silenceRequiredLabel?: LabelSelector | null;
+}
+
+/** A label, or a label with a given value. */
+export interface LabelSelector {
+  name: string;
+  value: string | null;
+}
+
+/** `name` or `name=value`. */
+export function parseLabelSelector(text: string): LabelSelector {
+  const separator = text.indexOf('=');
+  return separator === -1 ? { name: text, value: null } : { name: text.slice(0, separator), value: text.slice(separator + 1) };
+}
+
+function carriesLabel(labels: Record<string, string>, selector: LabelSelector): boolean {
+  return Object.hasOwn(labels, selector.name) && (selector.value === null || labels[selector.name] === selector.value);
+}
+
+/** A server's rule that jobs with a label (compliance jobs, say) watch their own silence. */
+function checkSilenceRequired(spec: JobSpec, selector: LabelSelector | null | undefined): void {
+  if (selector === null || selector === undefined || spec.max_silence_s !== null || !carriesLabel(spec.labels, selector)) return;
+  const label = selector.value === null ? selector.name : `${selector.name}=${selector.value}`;
+  throw new TicklerError('invalid_request', `jobs labelled ${label} must set max_silence_s on this server`,
+    { field: 'max_silence_s' });
 }
 
 export interface CompiledJobSpec {
@@ -148,7 +174,10 @@ export function specFromCreate(input: JobCreateBody, context: SpecContext): Comp
     max_silence_s: input.max_silence_s ?? null,
     resources: input.resources ?? [],
     labels: input.labels ?? {},
+    owner: input.owner ?? null,
+    pager: input.pager ?? null,
   };
+  checkSilenceRequired(spec, context.silenceRequiredLabel);
   return { spec, schedule: checkSpec(spec, context.payloadBytesMax, context.nowMs) };
 }
 
@@ -175,7 +204,10 @@ export function specFromPatch(current: JobSpec, patch: JobPatchBody, context: Sp
   if (patch.max_silence_s !== undefined) spec.max_silence_s = patch.max_silence_s;
   if (patch.resources !== undefined) spec.resources = patch.resources;
   if (patch.labels !== undefined) spec.labels = patch.labels;
+  if (patch.owner !== undefined) spec.owner = patch.owner;
+  if (patch.pager !== undefined) spec.pager = patch.pager;
   const timingChanged = patch.schedule !== undefined || patch.tolerance_s !== undefined || patch.dst !== undefined;
+  checkSilenceRequired(spec, context.silenceRequiredLabel);
   return { spec, schedule: checkSpec(spec, context.payloadBytesMax, context.nowMs), timingChanged };
 }
 

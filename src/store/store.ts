@@ -209,6 +209,12 @@ export interface SilentJob {
   silentSinceMs: number;
 }
 
+/** A job whose silence an alert announced (`Store.listSilenceAnnounced`). */
+export interface AnnouncedSilence {
+  job: JobRecord;
+  silentSinceMs: number;
+}
+
 /** Where a page of silent jobs ended: the last item's `silentSinceMs` and job id. */
 export interface SilentJobsCursor {
   silentSinceMs: number;
@@ -450,6 +456,13 @@ export interface Store extends StoreNotifications {
    * `silentSinceMs`, then job id); `after` continues past that key (keyset paging).
    */
   findSilentJobs(team: TeamScope, nowMs: number, limit: number, after?: SilentJobsCursor): Promise<SilentJob[]>;
+  /**
+   * Jobs whose silence was announced (by the alert webhook) and whose end was not yet: each
+   * with the `silentSinceMs` announced. By job, at most `limit`.
+   */
+  listSilenceAnnounced(limit: number): Promise<AnnouncedSilence[]>;
+  /** Records that a job's silence since `silentSinceMs` was announced, or (null) that its end was. */
+  setSilenceAnnounced(jobId: string, silentSinceMs: number | null): Promise<void>;
 
   // Workers --------------------------------------------------------------------------------
   leaseRuns(request: LeaseRunsRequest): Promise<LeasedRun[]>;

@@ -41,6 +41,9 @@ export interface JobCreateRequest {
   max_silence_s?: number | null;
   resources?: string[];
   labels?: Record<string, string>;
+  /** Who answers for the job and where to page them; carried in silence alerts. */
+  owner?: string | null;
+  pager?: string | null;
 }
 
 /** `PATCH /v1/jobs/{job_id}` body: schedule, payload or policies. */

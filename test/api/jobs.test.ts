@@ -512,3 +512,46 @@ describe('jobs API with dispatching at create turned off (TICKLER_DISPATCH_AT_CR
       [Date.parse('2026-02-01T09:00:00.000Z')]);
   });
 });
+
+describe('jobs API: owner, pager and the labels that require max_silence_s', () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness({ config: { silenceRequiredLabel: { name: 'compliance', value: 'sox' } } });
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  it('keeps owner and pager, and changes them with a PATCH', async () => {
+    const created = await h.call('POST', '/v1/jobs', { body: cronJob({ owner: 'team-billing', pager: 'pd:billing' }) });
+    assert.equal(created.status, 201);
+    assert.deepEqual([created.json.owner, created.json.pager], ['team-billing', 'pd:billing']);
+    const patched = await h.call('PATCH', `/v1/jobs/${created.json.job_id}`, { body: { pager: null } });
+    assert.deepEqual([patched.json.owner, patched.json.pager], ['team-billing', null]);
+    const plain = await h.call('POST', '/v1/jobs', { body: cronJob() });
+    assert.deepEqual([plain.json.owner, plain.json.pager], [null, null]);
+    const bad = await h.call('POST', '/v1/jobs', { body: cronJob({ owner: 'x'.repeat(257) }) });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.field, 'owner');
+  });
+
+  it('refuses a job with the required label and no max_silence_s, on create and on PATCH, and writes nothing', async () => {
+    const before = (await h.call('GET', '/v1/jobs?limit=100')).json.items.length;
+    const refused = await h.call('POST', '/v1/jobs', { body: cronJob({ labels: { compliance: 'sox' } }) });
+    assert.equal(refused.status, 400);
+    assert.equal(refused.json.error.code, 'invalid_request');
+    assert.equal(refused.json.error.field, 'max_silence_s');
+    assert.match(refused.json.error.message, /compliance=sox/);
+    assert.equal((await h.call('GET', '/v1/jobs?limit=100')).json.items.length, before, 'nothing written');
+    const otherValue = await h.call('POST', '/v1/jobs', { body: cronJob({ labels: { compliance: 'none' } }) });
+    assert.equal(otherValue.status, 201);
+    const watched = await h.call('POST', '/v1/jobs', { body: cronJob({ labels: { compliance: 'sox' }, max_silence_s: 90_000 }) });
+    assert.equal(watched.status, 201);
+    const unwatch = await h.call('PATCH', `/v1/jobs/${watched.json.job_id}`, { body: { max_silence_s: null } });
+    assert.equal(unwatch.status, 400);
+    assert.equal(unwatch.json.error.field, 'max_silence_s');
+    const relabel = await h.call('PATCH', `/v1/jobs/${otherValue.json.job_id}`, { body: { labels: { compliance: 'sox' } } });
+    assert.equal(relabel.status, 400);
+    assert.equal((await h.call('GET', `/v1/jobs/${watched.json.job_id}`)).json.max_silence_s, 90_000, 'unchanged');
+  });
+});

@@ -134,3 +134,22 @@ test('jobs create: schedule flags, pool, payload and key; --json is the base the
   assert.throws(() => jobCreateBodyOf({ json: '[1]' }), usageError(/--json must be a JSON object/));
   assert.throws(() => jobCreateBodyOf({ delayS: '-1', pool: 'p' }), usageError(/--delay-s/));
 });
+
+test('silence alerts: a webhook needs an http(s) URL and an HMAC secret; a required label is a name or name=value', () => {
+  assert.throws(() => resolveServeOptions({ alertWebhook: 'http://127.0.0.1:9/hook' }, {}, noFile),
+    usageError(/needs an HMAC secret/));
+  assert.throws(() => resolveServeOptions({ alertWebhook: 'ftp://example/hook' }, { TICKLER_ALERT_WEBHOOK_SECRET: 's' }, noFile),
+    usageError(/http\(s\) URL/));
+  assert.throws(() => resolveServeOptions({ alertWebhookSecretFile: 'f' }, {}, noFile), usageError(/needs --alert-webhook/));
+  const fromEnv = resolveServeOptions({}, { TICKLER_ALERT_WEBHOOK: 'https://alerts.example/tickler',
+    TICKLER_ALERT_WEBHOOK_SECRET: 'inline' }, noFile);
+  assert.deepEqual(fromEnv.alertWebhook, { url: 'https://alerts.example/tickler', secret: 'inline' });
+  const fromFile = resolveServeOptions({ alertWebhook: 'http://127.0.0.1:9/hook', alertWebhookSecretFile: '/run/secret' },
+    { TICKLER_ALERT_WEBHOOK_SECRET: 'inline' }, () => 'from-file\n');
+  assert.equal(fromFile.alertWebhook?.secret, 'from-file', 'the file wins, trimmed');
+  assert.deepEqual(resolveServeOptions({ requireMaxSilenceLabel: 'compliance' }, {}, noFile).silenceRequiredLabel,
+    { name: 'compliance', value: null });
+  assert.deepEqual(resolveServeOptions({}, { TICKLER_REQUIRE_MAX_SILENCE_LABEL: 'tier=sox' }, noFile).silenceRequiredLabel,
+    { name: 'tier', value: 'sox' });
+  assert.throws(() => resolveServeOptions({ requireMaxSilenceLabel: '=x' }, {}, noFile), usageError(/label name/));
+});

@@ -218,6 +218,30 @@ function runNotificationTests(open: OpenStore): void {
 const hourMs = 60 * minuteMs;
 
 function runSilenceTests(open: OpenStore): void {
+  void it('keeps which silences were announced, across handles, until their end is recorded', () =>
+    withStore(open, async (store, handle) => {
+      const watched = await createJob(store, { spec: { max_silence_s: 60, owner: 'team-a-oncall', pager: 'pd:team-a' } });
+      const other = await createJob(store, { spec: { max_silence_s: 60 } });
+      assert.deepEqual(await store.listSilenceAnnounced(10), []);
+      await store.setSilenceAnnounced(watched.jobId, t0Ms + minuteMs);
+      await store.setSilenceAnnounced(other.jobId, t0Ms + 2 * minuteMs);
+      await store.setSilenceAnnounced(other.jobId, null);
+      const announced = await store.listSilenceAnnounced(10);
+      assert.deepEqual(announced.map((entry) => [entry.job.jobId, entry.silentSinceMs]), [[watched.jobId, t0Ms + minuteMs]]);
+      assert.deepEqual([announced[0]!.job.spec.owner, announced[0]!.job.spec.pager], ['team-a-oncall', 'pd:team-a']);
+      const before = (await store.getJob(null, watched.jobId))!;
+      assert.equal(before.updatedAtMs, watched.updatedAtMs, 'recording an announcement is not a change of the job');
+      assert.equal(before.version, watched.version);
+      if (handle.openPeer !== undefined) {
+        const peer = await handle.openPeer();
+        try {
+          assert.deepEqual((await peer.listSilenceAnnounced(10)).map((entry) => entry.job.jobId), [watched.jobId]);
+        } finally {
+          await peer.close();
+        }
+      }
+    }));
+
   void it('finds active jobs with max_silence_s and no success within it, counted from their creation', () =>
     withStore(open, async (store) => {
       const watched = await createJob(store, { spec: { max_silence_s: 3_600 } });

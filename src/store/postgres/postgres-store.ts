@@ -19,7 +19,7 @@ import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
 import type {
   CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchLeaser, DispatchResult, ExpiredLease,
   HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun, LoadTimersQuery,
-  LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite,
+  LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, AnnouncedSilence, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite,
 } from '../store.js';
 import { createPool, mapStoreError, poolSizeDefault, queryPool, withClient, type CommitHooks } from './connection.js';
 import { query, type StoreContext } from './context.js';
@@ -34,7 +34,8 @@ import { maintainPartitions, type PartitionReport } from './partitions.js';
 import { migrate } from './schema.js';
 import { acquireShardLeases, listShardLeases, releaseShardLeases, renewShardLeases } from './shard-leases.js';
 import {
-  countJobsWithoutTimer, findJobsWithoutTimer, findSilentJobs, loadTimers, loadTimersByRef, repairJobTimer,
+  countJobsWithoutTimer, findJobsWithoutTimer, findSilentJobs, listSilenceAnnounced, loadTimers, loadTimersByRef, repairJobTimer,
+  setSilenceAnnounced,
 } from './timers.js';
 import { completeRuns } from './run-completion.js';
 import {
@@ -196,6 +197,14 @@ export class PostgresStore implements Store {
 
   findSilentJobs(team: TeamScope, nowMs: number, limit: number, after?: SilentJobsCursor): Promise<SilentJob[]> {
     return findSilentJobs(this.context, team, nowMs, limit, after);
+  }
+
+  listSilenceAnnounced(limit: number): Promise<AnnouncedSilence[]> {
+    return listSilenceAnnounced(this.context, limit);
+  }
+
+  setSilenceAnnounced(jobId: string, silentSinceMs: number | null): Promise<void> {
+    return setSilenceAnnounced(this.context, jobId, silentSinceMs);
   }
 
   leaseRuns(request: LeaseRunsRequest): Promise<LeasedRun[]> {

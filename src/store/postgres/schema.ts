@@ -237,6 +237,15 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
     version: 10,
     statements: ['CREATE INDEX active_runs_held ON active_runs (job_id) WHERE held'],
   },
+  {
+    // The silence a webhook alert announced for a job (its silent_since), until the alert of
+    // its end: the announcement survives a restart and a new leader, so each is sent once.
+    version: 11,
+    statements: [
+      'ALTER TABLE jobs ADD COLUMN silence_announced_since bigint',
+      'CREATE INDEX jobs_silence_announced ON jobs (job_id) WHERE silence_announced_since IS NOT NULL',
+    ],
+  },
 ];
 
 export const schemaVersion = migrations[migrations.length - 1]!.version;

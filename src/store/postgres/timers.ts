@@ -5,7 +5,7 @@
  * timer" is a partial index of the jobs table, empty when all is well.
  */
 import type { JobRecord } from '../../domain/types.js';
-import type { LoadTimersQuery, LoadedTimer, SilentJob, SilentJobsCursor, TimerWrite } from '../store.js';
+import type { LoadTimersQuery, LoadedTimer, AnnouncedSilence, SilentJob, SilentJobsCursor, TimerWrite } from '../store.js';
 import { numberArray, textArray } from './array-literals.js';
 import type { Transaction } from './connection.js';
 import { query, transaction, type StoreContext } from './context.js';
@@ -121,4 +121,16 @@ async function findSilentJobsWithin(tx: Transaction, team: string | null, nowMs:
     lastSuccessAtMs: row.last_success_at === null ? null : Number(row.last_success_at),
     silentSinceMs: Number(row.silent_since),
   }));
+}
+
+export async function listSilenceAnnounced(context: StoreContext, limit: number): Promise<AnnouncedSilence[]> {
+  const result = await query<JobRow & { silence_announced_since: string }>(context, 'listSilenceAnnounced',
+    `SELECT ${jobColumns}, silence_announced_since FROM jobs WHERE silence_announced_since IS NOT NULL
+      ORDER BY job_id LIMIT $1`, [limit]);
+  return result.rows.map((row) => ({ job: jobFromRow(row), silentSinceMs: Number(row.silence_announced_since) }));
+}
+
+export async function setSilenceAnnounced(context: StoreContext, jobId: string, silentSinceMs: number | null): Promise<void> {
+  await query(context, 'setSilenceAnnounced', 'UPDATE jobs SET silence_announced_since = $2 WHERE job_id = $1',
+    [jobId, silentSinceMs]);
 }

@@ -103,6 +103,7 @@ export class JobWrites {
   private readonly jobRows: RowInserter;
   private readonly timerRows: RowInserter;
   private readonly updateJob: Database.Statement<[JobColumns]>;
+  private readonly updateSilenceAnnounced: Database.Statement<[number | null, string]>;
   private readonly selectPrefixJobs:
     Database.Statement<[string, string, Buffer, number, string], { job_id: string; job_seq: number }>;
   private readonly markCancelled: Database.Statement<[number, string]>;
@@ -133,6 +134,7 @@ export class JobWrites {
       WHERE job_id = @job_id`);
     // Range on the (team, key) index, then the exact prefix test: keys may hold % _ ' and
     // anything else, and no pattern language is involved.
+    this.updateSilenceAnnounced = db.prepare('UPDATE jobs SET silence_announced_since = ? WHERE job_id = ?');
     this.selectPrefixJobs = db.prepare(`
       SELECT job_id, job_seq FROM jobs
       WHERE team = ? AND key >= ? AND key < CAST(? AS TEXT) AND substr(key, 1, ?) = ? AND state != 'cancelled'`);
@@ -346,6 +348,10 @@ export class JobWrites {
       this.markCancelled.run(nowMs, jobId);
     }
     return jobFromRow(this.selectJob.get(jobId)!);
+  }
+
+  setSilenceAnnounced(jobId: string, silentSinceMs: number | null): void {
+    this.updateSilenceAnnounced.run(silentSinceMs, jobId);
   }
 
   cancelByKeyPrefix(team: string, prefix: string, nowMs: number): number {

@@ -9,7 +9,7 @@ import { laneOrder } from '../store.js';
 import { shardCount } from '../../limits.js';
 import { runStatuses, type JobRecord, type Page, type RunRecord } from '../../domain/types.js';
 import type {
-  JobListFilter, LoadTimersQuery, LoadedTimer, RunListFilter, RunWithEvents, SilentJob, SilentJobsCursor, TeamScope,
+  JobListFilter, LoadTimersQuery, LoadedTimer, RunListFilter, RunWithEvents, AnnouncedSilence, SilentJob, SilentJobsCursor, TeamScope,
 } from '../store.js';
 import {
   jobFromRow, jobSelectSql, loadedTimerFromRow, parseDecimalId, runEventFromRow, runFromRow,
@@ -54,6 +54,7 @@ export class StoreReads {
   private readonly countJobsWithoutTimerStatement: Database.Statement<[], number>;
   private readonly selectJobsWithoutTimerIn: Database.Statement<[number, number, number], JobRow>;
   private readonly selectLastJobSeq: Database.Statement<[], number | null>;
+  private readonly selectSilenceAnnounced: Database.Statement<[number], JobRow & { silence_announced_since: number }>;
   private readonly selectSilentJobs: Database.Statement<[{
     team: string | null; nowMs: number; limit: number; afterMs: number | null; afterJobId: string;
   }],
@@ -94,6 +95,8 @@ export class StoreReads {
           WHERE j.max_silence_s IS NOT NULL AND j.state = 'active' AND (@team IS NULL OR j.team = @team)))
       WHERE silent_since <= @nowMs AND (@afterMs IS NULL OR (silent_since, job_id) > (@afterMs, @afterJobId))
       ORDER BY silent_since, job_id LIMIT @limit`);
+    this.selectSilenceAnnounced = db.prepare(
+      `${jobSelectSql} WHERE j.silence_announced_since IS NOT NULL ORDER BY j.job_seq LIMIT ?`);
     this.selectNextLeaseExpiry = db.prepare<[], number | null>(
       "SELECT min(lease_expires_at) FROM runs WHERE status = 'running'").pluck();
     // Per lane, in ready_at order, first match: a seek on runs_leasable (pool, lane, ready_at).
@@ -199,6 +202,10 @@ export class StoreReads {
     return this.selectSilentJobs.all({ team, nowMs, limit, ...cursor }).map((row) => ({
       job: jobFromRow(row), lastSuccessAtMs: row.last_success_at, silentSinceMs: row.silent_since,
     }));
+  }
+
+  listSilenceAnnounced(limit: number): AnnouncedSilence[] {
+    return this.selectSilenceAnnounced.all(limit).map((row) => ({ job: jobFromRow(row), silentSinceMs: row.silence_announced_since }));
   }
 
   getRun(team: TeamScope, runId: string): RunWithEvents | null {

@@ -312,6 +312,12 @@ const migrations: readonly string[] = [
   -- and the fire time only consumes the timer and finishes the job (stage 'finish').
   ALTER TABLE timers ADD COLUMN dispatched_ahead INTEGER NOT NULL DEFAULT 0;
   `,
+  `
+  -- v8: the silence a webhook alert announced for a job (its silent_since), until the alert
+  -- of its end: the announcement survives a restart, so each is sent once, not once a process.
+  ALTER TABLE jobs ADD COLUMN silence_announced_since INTEGER;
+  CREATE INDEX jobs_silence_announced ON jobs (job_seq) WHERE silence_announced_since IS NOT NULL;
+  `,
 ];
 
 export const schemaVersion = migrations.length;

@@ -18,7 +18,7 @@ import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
 import type {
   CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchLeaser,
   DispatchResult, ExpiredLease, HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun,
-  LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ServedClaim, ShardLease, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite,
+  LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ServedClaim, ShardLease, AnnouncedSilence, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite,
 } from '../store.js';
 import { leaseCameBackShort } from '../store.js';
 import { Dispatcher } from './dispatch.js';
@@ -348,6 +348,14 @@ export class SqliteStore implements Store {
 
   async findSilentJobs(team: TeamScope, nowMs: number, limit: number, after?: SilentJobsCursor): Promise<SilentJob[]> {
     return this.run(() => this.reads.findSilentJobs(team, nowMs, limit, after));
+  }
+
+  async listSilenceAnnounced(limit: number): Promise<AnnouncedSilence[]> {
+    return this.run(() => this.reads.listSilenceAnnounced(limit));
+  }
+
+  async setSilenceAnnounced(jobId: string, silentSinceMs: number | null): Promise<void> {
+    await this.write(1, () => this.jobWrites.setSilenceAnnounced(jobId, silentSinceMs));
   }
 
   // Workers --------------------------------------------------------------------------------
