@@ -9,7 +9,7 @@
  */
 import type { HistoryRecorder } from './recorder.js';
 
-/** The header src/server.ts names the run in (its `testRunHeader`; not imported, so a worker need not load the server). */
+/** The header src/server.ts names the run in (its `testRunHeader`; not imported, so a worker need not load the server; test/chaos/harness.test.ts holds them equal against a real node). */
 export const testRunHeader = 'tickler-test-run';
 
 export interface ForeignAnswer {

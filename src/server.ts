@@ -154,7 +154,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   } catch (error) {
     // A node without its port must not live on headless (a scheduler still dispatching, a
     // data directory still locked) while its clients find whatever else answers there.
-    await close();
+    await close().catch((closeError: unknown) => logger.error({ err: closeError }, 'closing after a failed listen failed'));
     throw new ListenError(options.host, options.port, error);
   }
   logger.info({ url, nodeId, store: store.kind, roles: options.roles, virtualClock: options.virtualClock }, 'tickler started');
@@ -172,8 +172,8 @@ export class ListenError extends Error {
   }
 }
 
-/** The header naming the test run a node belongs to, on every answer when `TICKLER_TEST_RUN` is set. */
-export const testRunHeader = 'tickler-test-run';
+/** The header naming the test run a node belongs to, on every answer when `TICKLER_TEST_RUN` is set (chaos/run-tag.ts reads it). */
+const testRunHeader = 'tickler-test-run';
 
 /**
  * A test harness that runs several processes names its run in `TICKLER_TEST_RUN`; every
