@@ -7,6 +7,11 @@
  *
  * Scheduler nodes run with `--roles scheduler`: they serve only `/healthz`, `/readyz` and
  * `/metrics`, which is all the harness reads from them.
+ *
+ * Each node gets a port of the run's own (ports.ts), keeps it across restarts, and is ready
+ * when it says it listens — its own line in its own log, not an answer on its port, which
+ * another process could give. Every node names the run on its answers (`TICKLER_TEST_RUN`),
+ * and every client of the run checks that name (run-tag.ts).
  */
 import { join } from 'node:path';
 import pg from 'pg';
@@ -14,7 +19,9 @@ import { shardOf } from '../src/domain/identity.js';
 import type { TimingConfig } from '../src/limits.js';
 import { zombieArmSignal } from './fault-injector.js';
 import type { HistoryRecorder } from './recorder.js';
-import type { ManagedProcess, Supervisor } from './supervisor.js';
+import { drawFreePort } from './ports.js';
+import { runFetch } from './run-tag.js';
+import { StartFailure, type ManagedProcess, type Supervisor } from './supervisor.js';
 
 export interface ClusterLayout {
   schedulers: string[];
@@ -22,11 +29,14 @@ export interface ClusterLayout {
   workers: string[];
   /** Base URL per node name (scheduler and API nodes). */
   urls: Map<string, string>;
+  /** The run's tag, which every node names on its answers. */
+  runTag: string;
 }
 
 export interface ClusterOptions {
   storeUrl: string;
-  portBase: number;
+  /** Names the run: its nodes answer with it, its clients check it. */
+  runTag: string;
   artifactsDir: string;
   timing: TimingConfig;
   workerLeaseS: number;
@@ -57,45 +67,81 @@ export function timingEnv(timing: TimingConfig): Record<string, string> {
     String(value)]));
 }
 
-/** Adds every process of the run to the supervisor (none is started yet). */
-export function addClusterProcesses(supervisor: Supervisor, options: ClusterOptions): ClusterLayout {
-  const layout: ClusterLayout = { schedulers: [], apis: [], workers: [], urls: new Map() };
+/** First starts of a node whose port another process took first, before it gives up. */
+const portTriesMax = 5;
+
+/**
+ * Adds every process of the run to the supervisor (none is started yet), each node on a free
+ * port of its own; `startNode` starts a node for the first time.
+ */
+export async function addClusterProcesses(supervisor: Supervisor, options: ClusterOptions): Promise<ClusterLayout> {
+  const layout: ClusterLayout = { schedulers: [], apis: [], workers: [], urls: new Map(), runTag: options.runTag };
   const serverEnv = { ...timingEnv(options.timing), TICKLER_LOG_LEVEL: process.env['CHAOS_NODE_LOG_LEVEL'] ?? 'info',
-    TICKLER_CHAOS_PAUSE_SIGNAL: zombieArmSignal };
-  const node = (name: string, roles: string, port: number): void => {
-    const url = `http://127.0.0.1:${port}`;
-    layout.urls.set(name, url);
+    TICKLER_CHAOS_PAUSE_SIGNAL: zombieArmSignal, TICKLER_TEST_RUN: options.runTag };
+  const node = async (name: string, roles: string): Promise<void> => {
+    layout.urls.set(name, `http://127.0.0.1:${await drawFreePort(portsOf(layout))}`);
     supervisor.add({
       name, command: process.execPath, cwd: options.repoDir, env: serverEnv,
-      args: ['--import', 'tsx', 'src/cli/main.ts', 'serve', '--store', options.storeUrl, '--roles', roles,
-        '--node-id', name, '--host', '127.0.0.1', '--port', String(port)],
-      logPath: join(options.artifactsDir, `${name}.log`), readyUrl: `${url}/healthz`, readyTimeoutMs: 60_000,
+      args: () => ['--import', 'tsx', 'src/cli/main.ts', 'serve', '--store', options.storeUrl, '--roles', roles,
+        '--node-id', name, '--host', '127.0.0.1', '--port', new URL(layout.urls.get(name) as string).port],
+      logPath: join(options.artifactsDir, `${name}.log`), readyLogText: `(roles ${roles}, node ${name})`, readyTimeoutMs: 60_000,
     });
   };
   for (let index = 1; index <= options.schedulerCount; index++) {
     const name = `scheduler-${index}`;
     layout.schedulers.push(name);
-    node(name, 'scheduler', options.portBase + 10 + index);
+    await node(name, 'scheduler');
   }
   for (let index = 1; index <= options.apiCount; index++) {
     const name = `api-${index}`;
     layout.apis.push(name);
-    node(name, 'api', options.portBase + index);
+    await node(name, 'api');
   }
   for (let index = 1; index <= options.workerCount; index++) {
     const name = `worker-${index}`;
     layout.workers.push(name);
-    const apiUrl = layout.urls.get(layout.apis[(index - 1) % layout.apis.length] as string) as string;
+    const apiName = layout.apis[(index - 1) % layout.apis.length] as string;
     const direct = index > options.workerCount - options.directWorkerCount;
     supervisor.add({
       name, command: process.execPath, cwd: options.repoDir, env: { TICKLER_LOG_LEVEL: 'warn' },
-      args: ['--import', 'tsx', 'chaos/worker.ts', '--name', name, ...(direct ? ['--store-url', options.storeUrl] : ['--base-url', apiUrl]),
+      // Its API node's URL as of the worker's start: a node's first start may have moved it.
+      args: () => ['--import', 'tsx', 'chaos/worker.ts', '--name', name,
+        ...(direct ? ['--store-url', options.storeUrl] : ['--base-url', layout.urls.get(apiName) as string]),
+        '--run-tag', options.runTag,
         '--history', join(options.artifactsDir, `${name}.jsonl`), '--lease-s', String(options.workerLeaseS),
         '--lease-ahead-ms', String(options.workerLeaseAheadMs)],
       logPath: join(options.artifactsDir, `${name}.log`), readyLogText: `chaos worker ${name} started`,
     });
   }
   return layout;
+}
+
+function portsOf(layout: ClusterLayout): Set<number> {
+  return new Set([...layout.urls.values()].map((url) => Number(new URL(url).port)));
+}
+
+/**
+ * A node's first start. Another process may take its port between the draw and the node's
+ * bind: the node exits saying so, and is started again on another port. (A restart keeps the
+ * port, its clients holding the URL; there a taken port fails the restart, loudly.)
+ */
+export async function startNode(supervisor: Supervisor, layout: ClusterLayout, name: string,
+  log: (message: string) => void): Promise<void> {
+  for (let tryNumber = 1; ; tryNumber++) {
+    try {
+      await supervisor.get(name).start();
+      return;
+    } catch (error) {
+      if (!(error instanceof StartFailure) || !portTaken(error) || tryNumber >= portTriesMax) throw error;
+      const url = `http://127.0.0.1:${await drawFreePort(portsOf(layout))}`;
+      log(`${name}: ${error.reason}; starting it on ${url} instead`);
+      layout.urls.set(name, url);
+    }
+  }
+}
+
+export function portTaken(failure: StartFailure): boolean {
+  return failure.exited && /cannot listen on .*EADDRINUSE/.test(failure.reason);
 }
 
 /**
@@ -127,12 +173,13 @@ export function shardsOf(jobIds: Iterable<string>): number[] {
 export async function sampleCounters(supervisor: Supervisor, layout: ClusterLayout,
   recorder: HistoryRecorder): Promise<number> {
   let missed = 0;
+  const sample = runFetch(layout.runTag, recorder, 'sampler');
   await Promise.all([...layout.schedulers, ...layout.apis].map(async (name) => {
     const managed: ManagedProcess = supervisor.get(name);
     if (managed.state !== 'running') return;
     const incarnation = managed.incarnation;
     try {
-      const response = await fetch(`${layout.urls.get(name) as string}/metrics`, { signal: AbortSignal.timeout(800) });
+      const response = await sample(`${layout.urls.get(name) as string}/metrics`, { signal: AbortSignal.timeout(800) });
       const text = await response.text();
       for (const [counter, value] of countersIn(text)) {
         recorder.record({ type: 'counter_sample', process: name, incarnation, name: counter, value });

@@ -1,15 +1,22 @@
 /**
  * The database of a chaos run. The restart fault needs a PostgreSQL server of the run's own —
- * a private cluster (`pg_createcluster 15 chaos --port 55432`), restarted with
- * `pg_ctlcluster ... restart -m immediate` — because the shared server on 5432 serves
- * everyone else's tests and is never restarted. Where no private cluster can be made, the run
- * falls back to a fresh database on the shared server and leaves the restart fault out, and
- * says so. Every run gets a fresh database, dropped at the end unless kept for inspection.
+ * a private cluster, restarted with `pg_ctlcluster ... restart -m immediate` — because the
+ * shared server on 5432 serves everyone else's tests and is never restarted. Each run makes
+ * its own cluster (`pg_createcluster 15 chaos_p<pid>_<random> --port <free port>`: its own
+ * data directory and port), so two runs on one machine never restart each other's database,
+ * and drops it at the end; a cluster left by a run that died is dropped by the next run.
+ * Where no private cluster can be made, the run falls back to a fresh database on the shared
+ * server and leaves the restart fault out, and says so. Every run gets a fresh database,
+ * dropped at the end unless kept for inspection.
  */
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { withDefaultUser } from '../src/store/postgres/connection.js';
+import { drawFreePort } from './ports.js';
+import { pidAlive } from './supervisor.js';
 
 const run = promisify(execFile);
 
@@ -21,6 +28,8 @@ export interface ChaosDatabase {
   /** Why the restart fault is missing, when it is. */
   note: string | null;
   drop(): Promise<void>;
+  /** Leaves the database (and its cluster, running) for inspection; says how to drop it. */
+  keep(): string;
 }
 
 export interface PrivateClusterSpec {
@@ -29,7 +38,18 @@ export interface PrivateClusterSpec {
   port: number;
 }
 
-export const privateClusterDefault: PrivateClusterSpec = { version: '15', name: 'chaos', port: 55432 };
+const clusterVersionDefault = '15';
+/** The names of the clusters chaos runs make: the pid says whether the run that made one is alive. */
+const clusterNamePattern = /^chaos_p(\d+)_[0-9a-f]+$/;
+/** In a cluster's configuration directory: kept for inspection (`--keep-db`), not swept. */
+const keptMarker = 'chaos-kept';
+const portTriesMax = 5;
+
+/** A cluster of this run's own: a name no other run has, and a free port. */
+export async function freshClusterSpec(version = clusterVersionDefault): Promise<PrivateClusterSpec> {
+  return { version, name: `chaos_p${process.pid}_${randomBytes(4).toString('hex')}`, port: await drawFreePort() };
+}
+
 /**
  * The shared server, named with this process's user where the environment names none: pg
  * takes the user from PGUSER or USER, and a CI shell may set neither (its chaos run failed
@@ -44,19 +64,45 @@ function ctl(cluster: PrivateClusterSpec, action: string, ...extra: string[]): P
     { timeout: 60_000 });
 }
 
-/** Creates the private cluster once, and starts it if it is down. */
-export async function ensurePrivateCluster(cluster: PrivateClusterSpec): Promise<string> {
+async function dropCluster(cluster: Pick<PrivateClusterSpec, 'version' | 'name'>): Promise<void> {
+  await run('pg_dropcluster', ['--stop', cluster.version, cluster.name], { timeout: 60_000 });
+}
+
+/** Drops the clusters of chaos runs that died without dropping theirs (not those kept for inspection). */
+export async function sweepDeadRunsClusters(log: (message: string) => void): Promise<void> {
   const { stdout } = await run('pg_lsclusters', ['--no-header'], { timeout: 10_000 });
-  const line = stdout.split('\n').map((text) => text.trim().split(/\s+/))
-    .find((fields) => fields[0] === cluster.version && fields[1] === cluster.name);
-  if (line === undefined) {
-    await run('pg_createcluster', [cluster.version, cluster.name, '--port', String(cluster.port), '--', '--auth=trust'],
-      { timeout: 120_000 });
-  } else if (line[2] !== String(cluster.port)) {
-    throw new Error(`cluster ${cluster.version}/${cluster.name} exists on port ${line[2]}, not ${cluster.port}`);
+  for (const [version, name] of stdout.split('\n').map((text) => text.trim().split(/\s+/))) {
+    const pid = clusterNamePattern.exec(name ?? '')?.[1];
+    if (version === undefined || name === undefined || pid === undefined || pidAlive(Number(pid))) continue;
+    if (existsSync(`/etc/postgresql/${version}/${name}/${keptMarker}`)) continue;
+    log(`dropping cluster ${version}/${name}, left by a chaos run that is gone`);
+    await dropCluster({ version, name }).catch((error: unknown) => log(`could not drop ${version}/${name}: ${whyCommandFailed(error)}`));
   }
-  if (line === undefined || line[3] !== 'online') await ctl(cluster, 'start');
-  return `postgres://postgres@127.0.0.1:${cluster.port}`;
+}
+
+/**
+ * Makes and starts the cluster; another process may take its port between the draw and the
+ * start: the start fails saying so, and is tried on another port. Answers its URL.
+ */
+export async function makePrivateCluster(cluster: PrivateClusterSpec, log: (message: string) => void): Promise<string> {
+  await run('pg_createcluster', [cluster.version, cluster.name, '--port', String(cluster.port), '--', '--auth=trust'],
+    { timeout: 120_000 });
+  for (let tryNumber = 1; ; tryNumber++) {
+    try {
+      await ctl(cluster, 'start');
+      return `postgres://postgres@127.0.0.1:${cluster.port}`;
+    } catch (error) {
+      const why = whyCommandFailed(error);
+      if (!/already in use|could not bind|lock file/i.test(why) || tryNumber >= portTriesMax) {
+        await dropCluster(cluster).catch(() => undefined);
+        throw error;
+      }
+      const port = await drawFreePort();
+      log(`cluster ${cluster.version}/${cluster.name} could not take port ${cluster.port} (${why}); trying port ${port}`);
+      await run('pg_conftool', [cluster.version, cluster.name, 'set', 'port', String(port)], { timeout: 10_000 });
+      cluster.port = port;
+    }
+  }
 }
 
 /** A failed command's first line and its stderr's telling lines, on one line: the why of a failed start is there. */
@@ -97,36 +143,46 @@ async function dropDatabase(serverUrl: string, name: string): Promise<void> {
 
 /**
  * A fresh database: on `serverUrl` when given (no restart fault: that server is not ours),
- * else on the private cluster, else on the shared server.
+ * else on a private cluster made for this run (`cluster`, or a fresh name and port), else on
+ * the shared server.
  */
 export async function prepareDatabase(options: { name: string; serverUrl?: string; cluster?: PrivateClusterSpec;
   log: (message: string) => void }): Promise<ChaosDatabase> {
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(options.name)) throw new RangeError(`bad database name ${options.name}`);
-  if (options.serverUrl !== undefined) {
-    const serverUrl = withDefaultUser(options.serverUrl);
+  const onServer = async (serverUrl: string, note: string): Promise<ChaosDatabase> => {
     const url = await createDatabase(serverUrl, options.name);
-    return { url, restart: null, note: 'the restart fault is left out: --pg-url names a server this run does not own',
-      drop: () => dropDatabase(serverUrl, options.name) };
+    return { url, restart: null, note, drop: () => dropDatabase(serverUrl, options.name),
+      keep: () => `database kept: ${url} (DROP DATABASE "${options.name}" when done)` };
+  };
+  if (options.serverUrl !== undefined) {
+    return onServer(withDefaultUser(options.serverUrl), 'the restart fault is left out: --pg-url names a server this run does not own');
   }
-  const cluster = options.cluster ?? privateClusterDefault;
+  const cluster = options.cluster ?? await freshClusterSpec();
   let clusterUrl: string;
   try {
-    clusterUrl = await ensurePrivateCluster(cluster);
+    await sweepDeadRunsClusters(options.log).catch(() => undefined); // no pg_lsclusters: the make below says why
+    clusterUrl = await makePrivateCluster(cluster, options.log);
   } catch (error) {
     const reason = whyCommandFailed(error);
     options.log(`no private PostgreSQL cluster (${reason}); using the shared server without the restart fault`);
-    const serverUrl = sharedServerUrl();
-    const url = await createDatabase(serverUrl, options.name);
-    return { url, restart: null, note: `the restart fault is left out: no private cluster (${reason})`,
-      drop: () => dropDatabase(serverUrl, options.name) };
+    return onServer(sharedServerUrl(), `the restart fault is left out: no private cluster (${reason})`);
   }
-  const url = await createDatabase(clusterUrl, options.name);
+  const url = await createDatabase(clusterUrl, options.name).catch(async (error: unknown) => {
+    await dropCluster(cluster).catch(() => undefined);
+    throw error;
+  });
+  options.log(`private cluster ${cluster.version}/${cluster.name} on port ${cluster.port}`);
   return {
     url,
     restart: async () => {
       await ctl(cluster, 'restart', '-m', 'immediate');
     },
     note: null,
-    drop: () => dropDatabase(clusterUrl, options.name),
+    drop: () => dropCluster(cluster),
+    keep: () => {
+      writeFileSync(`/etc/postgresql/${cluster.version}/${cluster.name}/${keptMarker}`, `${url}\n`);
+      return `database kept: ${url} on cluster ${cluster.version}/${cluster.name} `
+        + `(pg_dropcluster --stop ${cluster.version} ${cluster.name} when done)`;
+    },
   };
 }

@@ -10,6 +10,7 @@ import { TicklerClient } from '../src/worker/client.js';
 import { TicklerApiError } from '../src/worker/errors.js';
 import type { JobCreateRequest } from '../src/worker/wire.js';
 import type { HistoryRecorder } from './recorder.js';
+import { runFetch } from './run-tag.js';
 import { createRequestOf, jobPolicies, type PlannedControl, type PlannedCreate, type WorkloadPlan } from './workload.js';
 
 const requestTimeoutMs = 5_000;
@@ -29,7 +30,9 @@ export class WorkloadDriver {
   private nextClient = 0;
 
   constructor(options: { apiUrls: readonly string[]; recorder: HistoryRecorder; clock: Clock; runTag: string }) {
-    this.clients = options.apiUrls.map((baseUrl) => new TicklerClient({ baseUrl, requestTimeoutMs }));
+    // Answers only from this run's nodes (run-tag.ts); another's is recorded and counts as none.
+    const fetch = runFetch(options.runTag, options.recorder, 'driver');
+    this.clients = options.apiUrls.map((baseUrl) => new TicklerClient({ baseUrl, requestTimeoutMs, fetch }));
     this.recorder = options.recorder;
     this.clock = options.clock;
     this.runTag = options.runTag;

@@ -10,7 +10,7 @@ import type { ChaosDatabase } from './database.js';
 import type { PlannedFault } from './fault-plan.js';
 import type { HistoryRecorder } from './recorder.js';
 import { describeError as describe } from './driver.js';
-import type { ManagedProcess, Supervisor } from './supervisor.js';
+import { StartFailure, type ManagedProcess, type Supervisor } from './supervisor.js';
 
 export interface FaultInjectorDeps {
   supervisor: Supervisor;
@@ -122,15 +122,27 @@ export class FaultInjector {
     return owner ?? running[0] ?? null;
   }
 
-  /** Starts a killed process again; a start can fail while the database restarts, so it is tried again. */
+  /**
+   * Starts a killed process again, on its port; a start can time out while the database
+   * restarts, so it is tried again. A process that exits at its start (its port taken by
+   * another process, say) is a finding and a `node_start_failed` in the history, as is a
+   * restart that never succeeds.
+   */
   async restart(managed: ManagedProcess): Promise<void> {
+    const name = managed.spec.name;
     for (let tryNumber = 1; ; tryNumber++) {
       try {
         await managed.start();
         return;
       } catch (error) {
+        const exited = error instanceof StartFailure && error.exited;
+        if (exited || tryNumber >= restartTriesMax) {
+          const reason = error instanceof StartFailure ? error.reason : describe(error);
+          this.deps.recorder.record({ type: 'node_start_failed', process: name, reason });
+          if (exited) this.failures.push(`${name} exited at its restart: ${reason}`);
+        }
         if (tryNumber >= restartTriesMax) {
-          throw new Error(`${managed.spec.name} did not restart after ${tryNumber} tries`, { cause: error });
+          throw new Error(`${name} did not restart after ${tryNumber} tries`, { cause: error });
         }
         this.deps.log(`restart of ${managed.spec.name} failed (${(error as Error).message}); trying again`);
         await managed.kill();

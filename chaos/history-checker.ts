@@ -10,6 +10,10 @@
  * end; their fire lag is held to the tight bound outside fault windows and the loose one
  * inside. Then each dispatched run's attempts are checked for duplicates and stale writes,
  * and each recurring job for a recurrence that stopped.
+ *
+ * A run is also invalid when one of its nodes could not be started, or a client of the run
+ * was answered by a process that is not one of its nodes (another run on the machine holding
+ * its port, say): the report's `cause` names that first, since the rest may follow from it.
  */
 import { runIdOf, shardOf } from '../src/domain/identity.js';
 import { analyseRun, ledgerAttemptEnds, attemptsOf } from './attempts.js';
@@ -22,6 +26,8 @@ import type {
   LedgerDispatchEvent,
   LedgerJobRecord,
   LedgerRunRecord,
+  ForeignAnswerEvent,
+  NodeStartFailedEvent,
 } from './history.js';
 import { cancelSent, isCron, JobBook, pausedAtEnd, wantedAt, type JobRecord, type ScheduleExpander } from './jobs.js';
 import { isHandledSkip, unobservableReasons } from './ledger-checks.js';
@@ -55,7 +61,7 @@ export interface CheckOptions {
 export const violationKinds = [
   'lost', 'unexpected', 'early', 'late_outside_fault', 'late_inside_fault', 'duplicate_concurrent_leases',
   'duplicate_after_completion', 'duplicate_completions', 'stale_accepted', 'recurrence_stopped', 'unobservable',
-  'run_id_mismatch', 'stale_not_exercised',
+  'run_id_mismatch', 'stale_not_exercised', 'node_start_failed', 'foreign_answer',
 ] as const;
 export type ViolationKind = (typeof violationKinds)[number];
 
@@ -83,6 +89,11 @@ export interface CheckReport {
   /** Fire lag: from the fire time to the first dispatch the ledger or a worker shows. */
   lag: { outsideFault: LagStats; insideFault: LagStats; byFaultKind: Record<string, LagStats> };
   faults: Record<string, number>;
+  /**
+   * Why the run says nothing about tickler, when it does not: nodes that could not be
+   * started, answers from processes outside the run. Null otherwise.
+   */
+  cause: string | null;
 }
 
 const staleShardCounterDefault = 'tickler_dispatch_rejected_stale_token_total';
@@ -171,6 +182,7 @@ export function checkHistory(history: readonly HistoryEvent[], options: CheckOpt
   }
   checkRecurrences(jobs, occurrences, observations, options, tally);
   checkShardTokenOrder(history, observations, tally);
+  const cause = checkIsolation(history, tally);
   tally.counts.staleRejectedShardTokens = staleShardRejections(history,
     options.staleShardCounterName ?? staleShardCounterDefault);
   if (options.requireStaleRejected === true
@@ -191,7 +203,36 @@ export function checkHistory(history: readonly HistoryEvent[], options: CheckOpt
       byFaultKind: Object.fromEntries([...tally.lagByKindMs].map(([kind, lags]) => [kind, lagStatsOf(lags)])),
     },
     faults: faults.countsByKind(),
+    cause,
   };
+}
+
+/**
+ * Nodes that could not be started and answers from outside the run, each a violation; and
+ * the cause they make, in words, or null.
+ */
+function checkIsolation(history: readonly HistoryEvent[], tally: Tally): string | null {
+  const failedStarts = history.filter((event): event is NodeStartFailedEvent => event.type === 'node_start_failed');
+  const foreign = history.filter((event): event is ForeignAnswerEvent => event.type === 'foreign_answer');
+  for (const failed of failedStarts) tally.violate('node_start_failed', `${failed.process} could not be started: ${failed.reason}`);
+  for (const answer of foreign) {
+    tally.violate('foreign_answer', `${answer.client} asked ${answer.url} and was answered by `
+      + `${answer.tag === null ? 'a process naming no run' : `a node of run ${answer.tag}`}, not this run (${answer.expected})`);
+  }
+  const causes: string[] = [];
+  if (foreign.length > 0) {
+    const urls = [...new Set(foreign.map((answer) => answer.url.replace(/^(https?:\/\/[^/]+).*$/, '$1')))];
+    const tags = [...new Set(foreign.map((answer) => answer.tag ?? 'none'))];
+    causes.push(`${foreign.length} answer(s) came from outside this run (${urls.join(', ')}; run tag ${tags.join(', ')}, `
+      + `this run is ${foreign[0]?.expected}): another process on this machine holds this run's port(s)`);
+  }
+  if (failedStarts.length > 0) {
+    const processes = [...new Set(failedStarts.map((failed) => failed.process))];
+    const portTaken = failedStarts.some((failed) => /EADDRINUSE|already in use/.test(failed.reason));
+    causes.push(`${processes.join(', ')} could not be started (${failedStarts[0]?.reason})`
+      + (portTaken ? ': another process on this machine holds its port' : ''));
+  }
+  return causes.length === 0 ? null : `${causes.join('; ')}; violations besides these may follow from it`;
 }
 
 function checkOccurrence(occurrence: Occurrence, observations: Observations, faults: FaultTimeline,

@@ -214,6 +214,34 @@ export interface LedgerJobRecord {
   nextScheduledAtMs: number | null;
 }
 
+/**
+ * A process of the run that could not be started (a first start, or a restart after a kill):
+ * the harness's record, with the process's own last words — `tickler: cannot listen on
+ * 127.0.0.1:P: address already in use (EADDRINUSE)` when another process holds its port.
+ */
+export interface NodeStartFailedEvent {
+  type: 'node_start_failed';
+  atMs: number;
+  process: string;
+  reason: string;
+}
+
+/**
+ * An answer a client of the run got from a process that is not one of the run's nodes: it
+ * did not carry the run's tag (run-tag.ts). The client used nothing of it.
+ */
+export interface ForeignAnswerEvent {
+  type: 'foreign_answer';
+  atMs: number;
+  /** Who asked: a worker's name, `driver`, `sampler`, `ledger`. */
+  client: string;
+  url: string;
+  /** The run tag the answer carried; null for none. */
+  tag: string | null;
+  /** This run's tag. */
+  expected: string;
+}
+
 /** Marks the harness's phases; informative only. */
 export interface PhaseEvent {
   type: 'phase';
@@ -238,6 +266,8 @@ export type HistoryEvent =
   | LedgerRunRecord
   | LedgerDispatchEvent
   | LedgerJobRecord
+  | NodeStartFailedEvent
+  | ForeignAnswerEvent
   | PhaseEvent;
 
 export type HistoryEventType = HistoryEvent['type'];

@@ -1,5 +1,6 @@
 /**
- * Prints a check report the way an operator reads it: the counts TESTING.md asks for, the
+ * Prints a check report the way an operator reads it: the verdict and, when the run could not
+ * judge tickler (a node not started, answers from outside the run), its cause; the counts TESTING.md asks for, the
  * fire-lag quantiles inside and outside fault windows and per fault kind, then the first
  * violations of each kind.
  */
@@ -18,6 +19,7 @@ export function formatReport(report: CheckReport): string {
   const { counts, violationCounts } = report;
   const lines = [
     `history check: ${report.valid ? 'VALID' : 'INVALID'}`,
+    ...(report.cause === null ? [] : [`  cause: ${report.cause}`]),
     `  expected ${counts.expected}, maybe ${counts.maybe}, dispatched ${counts.dispatched}, `
       + `skipped by policy ${counts.skippedByPolicy}, redeliveries ${counts.redeliveries}`,
     `  lost ${violationCounts.lost}, unexpected ${violationCounts.unexpected}, early ${violationCounts.early}, `
@@ -28,6 +30,7 @@ export function formatReport(report: CheckReport): string {
       + `worker tokens ${counts.staleRejectedWorkerTokens}`,
     `  recurrence stopped ${violationCounts.recurrence_stopped}, unobservable ${violationCounts.unobservable}, `
       + `run id mismatch ${violationCounts.run_id_mismatch}`,
+    `  nodes not started ${violationCounts.node_start_failed}, answers from outside the run ${violationCounts.foreign_answer}`,
     `  faults: ${Object.entries(report.faults).map(([kind, count]) => `${kind} ${count}`).join(', ') || 'none'}`,
     'fire lag:',
     lagLine('outside fault windows', report.lag.outsideFault),

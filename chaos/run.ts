@@ -6,18 +6,25 @@
  * when the harness itself failed. History, report and every process's log land in the
  * artifacts directory.
  *
+ * A run keeps to itself, so that two on one machine cannot meet: a private PostgreSQL cluster
+ * of its own (database.ts), free ports of its own for its nodes (ports.ts, cluster.ts), a run
+ * tag that its nodes name on every answer and its clients check (run-tag.ts), and an
+ * artifacts directory no other live run holds. A node that cannot be started, or an answer
+ * from outside the run, is named as the cause in the checker's verdict.
+ *
  * Usage: npm run chaos -- --seconds 120 --seed N [--pg-url postgres://...] [--artifacts DIR]
- *        [--keep-db] [--port-base 17000] [--lag-bound-ms 1000] [--no-faults] [--dispatch-ahead-min-timers 256]
+ *        [--keep-db] [--lag-bound-ms 1000] [--no-faults] [--dispatch-ahead-min-timers 256]
  *        [--lease-ahead-ms 0] [--worker-lease-s 5] [--direct-workers 1]
  */
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync, writeFileSync, appendFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { SystemClock } from '../src/clock.js';
 import { timingDefaults, type TimingConfig } from '../src/limits.js';
 import { TicklerClient } from '../src/worker/client.js';
-import { addClusterProcesses, busiestOwner, sampleCounters, shardsOf } from './cluster.js';
+import { addClusterProcesses, busiestOwner, sampleCounters, shardsOf, startNode, type ClusterLayout } from './cluster.js';
 import { prepareDatabase } from './database.js';
 import { describeError, WorkloadDriver } from './driver.js';
 import { FaultInjector } from './fault-injector.js';
@@ -28,8 +35,9 @@ import { dumpDispatchTokens, dumpLedger } from './ledger-dump.js';
 import { Prng } from './prng.js';
 import { HistoryRecorder } from './recorder.js';
 import { formatReport } from './report.js';
+import { runFetch } from './run-tag.js';
 import { expandSchedule } from './schedule-expander.js';
-import { Supervisor } from './supervisor.js';
+import { pidAlive, StartFailure, Supervisor } from './supervisor.js';
 import { planWorkload, workloadDefaults } from './workload.js';
 
 /** TESTING.md "Faults": shard lease 2 s; the worker lease is API.md's minimum, 5 s. */
@@ -61,7 +69,6 @@ interface RunArguments {
   pgUrl: string | undefined;
   artifactsDir: string;
   keepDb: boolean;
-  portBase: number;
   lagBoundMs: number;
   /** A baseline run: the same workload, no faults. */
   noFaults: boolean;
@@ -91,7 +98,7 @@ function parseArguments(argv: string[]): RunArguments {
   const { values } = parseArgs({ args: argv, options: {
     seconds: { type: 'string', default: '120' }, seed: { type: 'string', default: '1' }, 'pg-url': { type: 'string' },
     artifacts: { type: 'string' }, 'keep-db': { type: 'boolean', default: false },
-    'port-base': { type: 'string', default: '17000' }, 'lag-bound-ms': { type: 'string', default: '1000' },
+    'lag-bound-ms': { type: 'string', default: '1000' },
     'no-faults': { type: 'boolean', default: false },
     'dispatch-ahead-min-timers': { type: 'string', default: String(chaosTiming.dispatchAheadMinTimers) },
     'lease-ahead-ms': { type: 'string', default: '0' },
@@ -115,7 +122,7 @@ function parseArguments(argv: string[]): RunArguments {
   return {
     seconds: integer(values.seconds, 'seconds'), seed, pgUrl: values['pg-url'],
     artifactsDir: resolve(values.artifacts ?? `artifacts/chaos-${seed}`), keepDb: values['keep-db'],
-    portBase: integer(values['port-base'], 'port-base'), lagBoundMs: integer(values['lag-bound-ms'], 'lag-bound-ms'),
+    lagBoundMs: integer(values['lag-bound-ms'], 'lag-bound-ms'),
     noFaults: values['no-faults'],
     dispatchAheadMinTimers: integer(values['dispatch-ahead-min-timers'], 'dispatch-ahead-min-timers'),
     leaseAheadMs: integer(values['lease-ahead-ms'], 'lease-ahead-ms'),
@@ -128,38 +135,79 @@ function delay(ms: number): Promise<void> {
   return new Promise((resolveDelay) => setTimeout(resolveDelay, ms));
 }
 
+/**
+ * Takes the artifacts directory for this run: a live run holding it (its pid in `DIR.lock`) is
+ * a refusal, not a directory emptied under it. Answers the release.
+ */
+function claimArtifacts(dir: string): () => void {
+  const lockPath = `${dir}.lock`;
+  mkdirSync(dirname(lockPath), { recursive: true });
+  for (;;) {
+    try {
+      writeFileSync(lockPath, String(process.pid), { flag: 'wx' });
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const holder = Number(readFileSync(lockPath, 'utf8').trim());
+      if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && pidAlive(holder)) {
+        throw new Error(`${dir} holds the artifacts of the chaos run with pid ${holder}, still running; give --artifacts another`);
+      }
+      unlinkSync(lockPath); // left by a run that is gone
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  return () => rmSync(lockPath, { force: true });
+}
+
 async function main(): Promise<number> {
   const args = parseArguments(process.argv.slice(2));
   const clock = new SystemClock();
   const startedAtMs = clock.nowMs();
-  rmSync(args.artifactsDir, { recursive: true, force: true });
-  mkdirSync(args.artifactsDir, { recursive: true });
+  const releaseArtifacts = claimArtifacts(args.artifactsDir);
   const log = (message: string): void => {
     const line = `[chaos +${((clock.nowMs() - startedAtMs) / 1_000).toFixed(1)}s] ${message}`;
     process.stdout.write(`${line}\n`);
     appendFileSync(join(args.artifactsDir, 'harness.log'), `${line}\n`);
   };
   const recorder = new HistoryRecorder(join(args.artifactsDir, 'harness.jsonl'), () => clock.nowMs());
-  const runTag = `chaos${args.seed}-${startedAtMs.toString(36)}`;
-  const database = await prepareDatabase({ name: runTag.replace(/-/g, '_'), serverUrl: args.pgUrl, log });
-  log(`database ${database.url}${database.note === null ? '' : ` (${database.note})`}`);
-  const supervisor = new Supervisor((exit) => {
-    log(`${exit.name} (incarnation ${exit.incarnation}) exited on its own: code ${exit.code}, signal ${exit.signal}`);
-    recorder.record({ type: 'phase', phase: `unexpected_exit:${exit.name}` });
-  });
-  const repoDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-  const layout = addClusterProcesses(supervisor, { storeUrl: database.url, portBase: args.portBase,
-    artifactsDir: args.artifactsDir,
-    timing: { ...chaosTiming, dispatchAheadMinTimers: args.dispatchAheadMinTimers }, workerLeaseS: args.workerLeaseS, schedulerCount: 3, apiCount: 2, workerCount, directWorkerCount: args.directWorkers,
-    workerLeaseAheadMs: args.leaseAheadMs, repoDir });
+  // Unique on the machine: the same seed run twice at once gets two tags (and two databases).
+  const runTag = `chaos${args.seed}-${startedAtMs.toString(36)}-${process.pid.toString(36)}${randomBytes(3).toString('hex')}`;
+  log(`run ${runTag}`);
   try {
-    return await runPhases(args, { clock, log, recorder, supervisor, layout, database, runTag });
+    const database = await prepareDatabase({ name: runTag.replace(/-/g, '_'), serverUrl: args.pgUrl, log });
+    log(`database ${database.url}${database.note === null ? '' : ` (${database.note})`}`);
+    const supervisor = new Supervisor((exit) => {
+      log(`${exit.name} (incarnation ${exit.incarnation}) exited on its own: code ${exit.code}, signal ${exit.signal}`);
+      recorder.record({ type: 'phase', phase: `unexpected_exit:${exit.name}` });
+    });
+    try {
+      const repoDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+      const layout = await addClusterProcesses(supervisor, { storeUrl: database.url, runTag,
+        artifactsDir: args.artifactsDir,
+        timing: { ...chaosTiming, dispatchAheadMinTimers: args.dispatchAheadMinTimers }, workerLeaseS: args.workerLeaseS, schedulerCount: 3, apiCount: 2, workerCount, directWorkerCount: args.directWorkers,
+        workerLeaseAheadMs: args.leaseAheadMs, repoDir });
+      return await runPhases(args, { clock, log, recorder, supervisor, layout, database, runTag });
+    } finally {
+      const stubborn = await supervisor.terminateAll(nodeStopTimeoutMs);
+      if (stubborn.length > 0) log(`killed after ${nodeStopTimeoutMs} ms without exiting: ${stubborn.join(', ')}`);
+      if (args.keepDb) log(database.keep());
+      else await database.drop().catch((error: unknown) => log(`could not drop the database: ${describeError(error)}`));
+    }
   } finally {
-    const stubborn = await supervisor.terminateAll(nodeStopTimeoutMs);
-    if (stubborn.length > 0) log(`killed after ${nodeStopTimeoutMs} ms without exiting: ${stubborn.join(', ')}`);
     recorder.close();
-    if (args.keepDb) log(`database kept: ${database.url}`);
-    else await database.drop().catch((error: unknown) => log(`could not drop the database: ${describeError(error)}`));
+    releaseArtifacts();
+  }
+}
+
+/** A node's first start; one that fails is recorded (`node_start_failed`) and fails the run. */
+async function startFirst(context: Pick<Context, 'supervisor' | 'layout' | 'recorder' | 'log'>, name: string): Promise<void> {
+  try {
+    await startNode(context.supervisor, context.layout, name, context.log);
+  } catch (error) {
+    const reason = error instanceof StartFailure ? error.reason : describeError(error);
+    context.recorder.record({ type: 'node_start_failed', process: name, reason });
+    throw new Error(`${name} could not be started: ${reason}`, { cause: error });
   }
 }
 
@@ -168,7 +216,7 @@ type Context = {
   log: (message: string) => void;
   recorder: HistoryRecorder;
   supervisor: Supervisor;
-  layout: ReturnType<typeof addClusterProcesses>;
+  layout: ClusterLayout;
   database: Awaited<ReturnType<typeof prepareDatabase>>;
   runTag: string;
 };
@@ -176,9 +224,10 @@ type Context = {
 async function runPhases(args: RunArguments, context: Context): Promise<number> {
   const { clock, log, recorder, supervisor, layout, database } = context;
   log(`starting ${layout.schedulers.length} schedulers, ${layout.apis.length} API nodes, ${layout.workers.length} workers`);
-  await Promise.all(layout.schedulers.map((name) => supervisor.get(name).start()));
-  await Promise.all(layout.apis.map((name) => supervisor.get(name).start()));
-  await Promise.all(layout.workers.map((name) => supervisor.get(name).start()));
+  for (const group of [layout.schedulers, layout.apis, layout.workers]) {
+    await Promise.all(group.map((name) => startFirst(context, name)));
+  }
+  log(`nodes: ${[...layout.urls].map(([name, url]) => `${name} ${url}`).join(', ')}`);
   // Shards are taken within a lease TTL of the nodes starting.
   await delay(chaosTiming.shardLeaseTtlMs);
 
@@ -214,7 +263,8 @@ async function runPhases(args: RunArguments, context: Context): Promise<number> 
   const healedAtMs = clock.nowMs();
   const expectUntilMs = Math.max(healedAtMs, phaseStartMs + workload.lastDueOffsetMs) + 1_000;
   recorder.record({ type: 'phase', phase: 'drain' });
-  await drain(new TicklerClient({ baseUrl: apiUrls[0] as string }), clock, expectUntilMs, log);
+  const harnessFetch = runFetch(context.runTag, recorder, 'harness');
+  await drain(new TicklerClient({ baseUrl: apiUrls[0] as string, fetch: harnessFetch }), clock, expectUntilMs, log);
 
   // Workers stop first, so that the ledger dump sees every lease a worker recorded.
   await Promise.all(layout.workers.map((name) => supervisor.get(name).terminate(nodeStopTimeoutMs)));
@@ -223,7 +273,14 @@ async function runPhases(args: RunArguments, context: Context): Promise<number> 
   await sampleCounters(supervisor, layout, recorder);
   const drainEndMs = clock.nowMs();
   recorder.record({ type: 'phase', phase: 'ledger' });
-  const dumped = await dumpLedger(new TicklerClient({ baseUrl: apiUrls[0] as string }), recorder, driver.jobIds.values());
+  // A failed dump still gets a verdict: what made it fail (an answer from outside the run, say) is in the history.
+  let dumpFailure: string | null = null;
+  const dumped = await dumpLedger(new TicklerClient({ baseUrl: apiUrls[0] as string, fetch: harnessFetch }), recorder,
+    driver.jobIds.values()).catch((error: unknown) => {
+    dumpFailure = `the ledger dump failed: ${describeError(error)}`;
+    log(dumpFailure);
+    return { runs: 0, jobs: 0 };
+  });
   const tokenEvents = await dumpDispatchTokens(database.url, recorder);
   log(`ledger: ${dumped.runs} runs, ${dumped.jobs} jobs, ${tokenEvents} dispatch tokens; faults applied ${injector.applied.length}, `
     + `skipped ${injector.skipped.length}`);
@@ -240,6 +297,7 @@ async function runPhases(args: RunArguments, context: Context): Promise<number> 
     ...supervisor.unexpectedExits.map((exit) => `${exit.name} exited on its own (code ${exit.code}, signal ${exit.signal})`),
     ...stubborn.map((name) => `${name} did not stop within ${nodeStopTimeoutMs} ms of SIGTERM`),
     ...injector.failures,
+    ...(dumpFailure === null ? [] : [dumpFailure]),
   ];
   for (const finding of nodeFindings) log(`node finding: ${finding}`);
   if (database.note !== null) log(`note: ${database.note}`);

@@ -3,7 +3,9 @@
  * file, waits until it is ready, and applies faults to it — SIGKILL, SIGSTOP and SIGCONT —
  * and restarts it. Each start is a new incarnation (its counters start again at zero). An exit
  * the supervisor did not cause is remembered: a node that dies of a database restart is a
- * finding, not noise.
+ * finding, not noise. A process that exits before it is ready fails its start instead
+ * (`StartFailure`, with the process's own last words: a node whose port was taken says so),
+ * and its caller decides what that means.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
@@ -11,7 +13,8 @@ import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 export interface ProcessSpec {
   name: string;
   command: string;
-  args: readonly string[];
+  /** Or a function, asked at every start (a port chosen after the spec was made, say). */
+  args: readonly string[] | (() => readonly string[]);
   env?: Readonly<Record<string, string>>;
   cwd?: string;
   logPath: string;
@@ -29,6 +32,22 @@ export interface UnexpectedExit {
   incarnation: number;
   code: number | null;
   signal: NodeJS.Signals | null;
+}
+
+/** A start that failed: the process exited before it was ready, or never became ready. */
+export class StartFailure extends Error {
+  readonly processName: string;
+  /** The process's own account: its last error line, or its last line. */
+  readonly reason: string;
+  readonly exited: boolean;
+
+  constructor(processName: string, reason: string, exited: boolean, message: string) {
+    super(message);
+    this.name = 'StartFailure';
+    this.processName = processName;
+    this.reason = reason;
+    this.exited = exited;
+  }
 }
 
 const readyPollIntervalMs = 100;
@@ -66,9 +85,10 @@ export class ManagedProcess {
     const logFd = openSync(this.spec.logPath, 'a');
     this.incarnation += 1;
     const incarnation = this.incarnation;
+    const args = typeof this.spec.args === 'function' ? this.spec.args() : this.spec.args;
     let child: ChildProcess;
     try {
-      child = spawn(this.spec.command, [...this.spec.args], {
+      child = spawn(this.spec.command, [...args], {
         cwd: this.spec.cwd, env: { ...process.env, ...this.spec.env }, stdio: ['ignore', logFd, logFd],
       });
     } finally {
@@ -77,13 +97,17 @@ export class ManagedProcess {
     this.child = child;
     this.expectingExit = false;
     this.stateValue = 'running';
+    let ready = false;
+    let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
     this.exited = new Promise((resolve) => {
       child.once('exit', (code, signal) => {
+        exit = { code, signal };
         if (this.child === child) {
           this.child = null;
           this.stateValue = 'down';
         }
-        if (!this.expectingExit) this.onUnexpectedExit({ name: this.spec.name, incarnation, code, signal });
+        // An exit before ready is the start's failure, answered to whoever started it.
+        if (!this.expectingExit && ready) this.onUnexpectedExit({ name: this.spec.name, incarnation, code, signal });
         resolve();
       });
     });
@@ -91,20 +115,30 @@ export class ManagedProcess {
     child.once('error', (error) => {
       spawnError = error;
     });
-    await this.waitReady(logOffset, child, () => spawnError);
+    await this.waitReady(logOffset, child, () => spawnError, () => exit);
+    ready = true;
   }
 
-  private async waitReady(logOffset: number, child: ChildProcess, spawnError: () => Error | undefined): Promise<void> {
+  private async waitReady(logOffset: number, child: ChildProcess, spawnError: () => Error | undefined,
+    exit: () => { code: number | null; signal: NodeJS.Signals | null } | null): Promise<void> {
+    const { name, logPath } = this.spec;
     const deadlineMs = performance.now() + (this.spec.readyTimeoutMs ?? readyTimeoutMsDefault);
     while (performance.now() < deadlineMs) {
       const error = spawnError();
-      if (error !== undefined) throw new Error(`${this.spec.name} could not be started`, { cause: error });
-      if (this.child !== child) throw new Error(`${this.spec.name} exited before it was ready; see ${this.spec.logPath}`);
+      if (error !== undefined) throw new Error(`${name} could not be started`, { cause: error });
+      if (this.child !== child) {
+        // The exit event comes before the streams are flushed to the log; give them a moment.
+        await delay(readyPollIntervalMs);
+        const reason = lastWords(readFrom(logPath, logOffset));
+        const how = exit()?.signal == null ? `code ${exit()?.code ?? 'unknown'}` : `signal ${exit()?.signal}`;
+        throw new StartFailure(name, reason, true, `${name} exited before it was ready (${how}): ${reason}; see ${logPath}`);
+      }
       if (await this.isReady(logOffset)) return;
       await delay(readyPollIntervalMs);
     }
-    throw new Error(`${this.spec.name} was not ready within ${this.spec.readyTimeoutMs ?? readyTimeoutMsDefault} ms; `
-      + `see ${this.spec.logPath}`);
+    const reason = lastWords(readFrom(logPath, logOffset));
+    throw new StartFailure(name, reason, false,
+      `${name} was not ready within ${this.spec.readyTimeoutMs ?? readyTimeoutMsDefault} ms (${reason}); see ${logPath}`);
   }
 
   private async isReady(logOffset: number): Promise<boolean> {
@@ -236,6 +270,16 @@ export class Supervisor {
   }
 }
 
+/** Whether a process with this pid exists (signal 0 reaches it, or would but for permission). */
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 /** Linux: the process state in /proc/PID/stat is `T` once SIGSTOP has taken hold. */
 function isStopped(pid: number | undefined): boolean {
   if (pid === undefined) return false;
@@ -255,6 +299,14 @@ function fileSize(path: string): number {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0;
     throw error;
   }
+}
+
+/** What a process said last about itself: its last error line (`tickler: ...`, `... failed: ...`), else its last line. */
+export function lastWords(log: string): string {
+  const lines = log.split('\n').map((line) => line.trim()).filter((line) => line !== '');
+  const telling = lines.filter((line) => /^tickler: |failed: |^Error: /.test(line));
+  const chosen = telling.at(-1) ?? lines.at(-1) ?? 'it wrote nothing';
+  return chosen.length > 300 ? `${chosen.slice(0, 300)}...` : chosen;
 }
 
 function readFrom(path: string, offset: number): string {

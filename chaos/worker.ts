@@ -16,8 +16,11 @@
  * With `--store-url URL` it speaks straight to PostgreSQL instead of to `--base-url`
  * (`openPostgresWorkerApi`), recorded at that boundary (recording-worker-api.ts).
  *
+ * With `--run-tag T` it takes answers only from nodes naming run T (run-tag.ts); any other
+ * answer is recorded as `foreign_answer` and treated as no answer.
+ *
  * Usage: tsx chaos/worker.ts --name W (--base-url URL | --store-url URL) --history FILE [--lease-s 5]
- *   [--concurrency 16] [--lease-ahead-ms 0]
+ *   [--concurrency 16] [--lease-ahead-ms 0] [--run-tag T]
  */
 import { parseArgs } from 'node:util';
 import { SystemClock } from '../src/clock.js';
@@ -29,6 +32,7 @@ import { createWorker } from '../src/worker/worker.js';
 import type { WorkerApi } from '../src/worker/worker-api.js';
 import { HistoryRecorder } from './recorder.js';
 import { recordingFetch } from './recording-fetch.js';
+import { runFetch } from './run-tag.js';
 import { recordingWorkerApi } from './recording-worker-api.js';
 import { chaosPool, type ChaosPayload } from './workload.js';
 
@@ -72,7 +76,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({ options: {
     name: { type: 'string' }, 'base-url': { type: 'string' }, 'store-url': { type: 'string' }, history: { type: 'string' },
     'lease-s': { type: 'string', default: '5' }, concurrency: { type: 'string', default: '16' },
-    'lease-ahead-ms': { type: 'string', default: '0' },
+    'lease-ahead-ms': { type: 'string', default: '0' }, 'run-tag': { type: 'string' },
   } });
   if (values.name === undefined || (values['base-url'] === undefined) === (values['store-url'] === undefined)
     || values.history === undefined) {
@@ -91,7 +95,10 @@ async function main(): Promise<void> {
     direct = await openPostgresWorkerApi({ url: values['store-url'], clock });
     client = recordingWorkerApi(direct, recording);
   } else {
-    client = new TicklerClient({ baseUrl: values['base-url'] as string, fetch: recordingFetch(recording) });
+    // With --run-tag, only this run's nodes are listened to (run-tag.ts).
+    const tagged = values['run-tag'] === undefined ? undefined : runFetch(values['run-tag'], recorder, values.name);
+    client = new TicklerClient({ baseUrl: values['base-url'] as string,
+      fetch: recordingFetch({ ...recording, ...(tagged === undefined ? {} : { fetch: tagged }) }) });
   }
   const workerName = values.name;
   const worker = createWorker({

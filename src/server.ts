@@ -141,29 +141,62 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       };
     },
   });
-  const url = await app.listen({ host: options.host, port: options.port });
-  logger.info({ url, nodeId, store: store.kind, roles: options.roles, virtualClock: options.virtualClock }, 'tickler started');
+  tagAnswersWithTestRun(app);
   let closing: Promise<void> | null = null;
-  return {
-    url,
-    nodeId,
-    close: () => {
-      closing ??= (async () => {
-        await app.close();
-        maintenance?.stop();
-        await scheduler?.stop();
-        alerts?.close();
-        await apiMembership?.stop();
-        await membership?.close();
-        zombieHook?.detach();
-        await opened.store.close();
-        opened.lock?.release();
-        logger.info({ nodeId }, 'tickler stopped');
-        logger.flush();
-      })();
-      return closing;
-    },
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      await app.close();
+      maintenance?.stop();
+      await scheduler?.stop();
+      alerts?.close();
+      await apiMembership?.stop();
+      await membership?.close();
+      zombieHook?.detach();
+      await opened.store.close();
+      opened.lock?.release();
+      logger.info({ nodeId }, 'tickler stopped');
+      logger.flush();
+    })();
+    return closing;
   };
+  let url: string;
+  try {
+    url = await app.listen({ host: options.host, port: options.port });
+  } catch (error) {
+    // A node without its port must not live on headless (a scheduler still dispatching, a
+    // data directory still locked) while its clients find whatever else answers there.
+    await close().catch((closeError: unknown) => logger.error({ err: closeError }, 'closing after a failed listen failed'));
+    throw new ListenError(options.host, options.port, error);
+  }
+  logger.info({ url, nodeId, store: store.kind, roles: options.roles, virtualClock: options.virtualClock }, 'tickler started');
+  return { url, nodeId, close };
+}
+
+/** The node could not bind its address: the one line `tickler serve` prints before it exits 1. */
+export class ListenError extends Error {
+  constructor(host: string, port: number, cause: unknown) {
+    const code = (cause as NodeJS.ErrnoException | null)?.code;
+    const why = code === 'EADDRINUSE' ? 'address already in use (EADDRINUSE)'
+      : code === undefined ? (cause instanceof Error ? cause.message : String(cause)) : `${code}`;
+    super(`cannot listen on ${host}:${port}: ${why}`, { cause });
+    this.name = 'ListenError';
+  }
+}
+
+/** The header naming the test run a node belongs to, on every answer when `TICKLER_TEST_RUN` is set (chaos/run-tag.ts reads it). */
+const testRunHeader = 'tickler-test-run';
+
+/**
+ * A test harness that runs several processes names its run in `TICKLER_TEST_RUN`; every
+ * answer then carries it, so a client that reached another run's node (its port taken over
+ * between a kill and a restart, say) can tell. A test hook, like `chaosPauseHook`.
+ */
+function tagAnswersWithTestRun(app: ReturnType<typeof buildApp>): void {
+  const tag = process.env['TICKLER_TEST_RUN'];
+  if (tag === undefined || tag === '') return;
+  app.addHook('onRequest', async (_request, reply) => {
+    reply.header(testRunHeader, tag);
+  });
 }
 
 /**

@@ -8,12 +8,11 @@
  * if it dies.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { redisPingFailure } from './services.js';
 
 export const durableRedisHost = '127.0.0.1';
 const readyTimeoutMs = 10_000;
@@ -47,27 +46,70 @@ async function freeLoopbackPort(): Promise<number> {
   return address.port;
 }
 
+/** Starts of the durable Redis whose port another process took first, before giving up. */
+const startTriesMax = 5;
+
+/**
+ * Starts the durable Redis on a free port. Ready once the server on that port says it is this
+ * process (`INFO server`'s `process_id`): another Redis could take the port between the
+ * check and the bind, and answer PING. Ours then exits saying so, and is started again on
+ * another port.
+ */
 export async function startDurableRedis(): Promise<DurableRedis> {
+  for (let tryNumber = 1; ; tryNumber++) {
+    const started = await startOnFreePort();
+    if (started !== 'port taken') return started;
+    if (tryNumber >= startTriesMax) throw new Error(`the durable Redis found its port taken ${tryNumber} times`);
+  }
+}
+
+async function startOnFreePort(): Promise<DurableRedis | 'port taken'> {
   const dir = mkdtempSync(join(tmpdir(), 'peers-redis-aof-'));
   const port = await freeLoopbackPort();
+  const logPath = join(dir, 'redis.log');
   const child = spawn('redis-server', ['--bind', durableRedisHost, '--port', String(port), '--dir', dir,
-    ...durableRedisSettings, '--daemonize', 'no', '--logfile', join(dir, 'redis.log')], { stdio: 'ignore' });
+    ...durableRedisSettings, '--daemonize', 'no', '--logfile', logPath], { stdio: 'ignore' });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const stop = async (): Promise<void> => {
     await stopChild(child, exited);
     rmSync(dir, { recursive: true, force: true });
   };
   const deadlineMs = Date.now() + readyTimeoutMs;
-  let failure = await redisPingFailure(durableRedisHost, port);
-  while (failure !== undefined) {
-    if (child.exitCode !== null || Date.now() > deadlineMs) {
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      const log = existsSync(logPath) ? readFileSync(logPath, 'utf8') : '';
       await stop();
-      throw new Error(`the durable Redis did not start: ${failure}`);
+      if (/Address already in use/.test(log)) return 'port taken';
+      throw new Error(`the durable Redis exited at its start: ${log.trim().split('\n').at(-1) ?? 'no log'}`);
+    }
+    if (await redisServerPid(durableRedisHost, port) === child.pid) return { port, stop };
+    if (Date.now() > deadlineMs) {
+      await stop();
+      throw new Error(`the durable Redis did not answer on port ${port} within ${readyTimeoutMs} ms`);
     }
     await sleep(50);
-    failure = await redisPingFailure(durableRedisHost, port);
   }
-  return { port, stop };
+}
+
+/** The `process_id` of the Redis answering at `host`:`port`; undefined when none answers. A raw RESP `INFO server`. */
+export function redisServerPid(host: string, port: number): Promise<number | undefined> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host, port });
+    let text = '';
+    const done = (pid: number | undefined): void => {
+      socket.destroy();
+      resolve(pid);
+    };
+    socket.setTimeout(readyTimeoutMs, () => done(undefined));
+    socket.on('error', () => done(undefined));
+    socket.on('connect', () => socket.write('INFO server\r\n'));
+    socket.on('data', (chunk) => {
+      text += chunk.toString();
+      const match = /process_id:(\d+)\r\n/.exec(text);
+      if (match !== null) done(Number(match[1]));
+      else if (!text.startsWith('$')) done(undefined); // an error or something other than Redis
+    });
+  });
 }
 
 async function stopChild(child: ChildProcess, exited: Promise<void>): Promise<void> {

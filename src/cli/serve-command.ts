@@ -2,17 +2,27 @@
  * `tickler serve`: resolves the options, starts the server, prints one line when it is
  * ready, and on SIGTERM or SIGINT closes it (stop taking work, release shard leases, close
  * the store) and exits 0. A close that takes longer than 10 s exits 1 rather than hang the
- * deployment that sent the signal.
+ * deployment that sent the signal. A node that cannot bind its port closes what it opened,
+ * prints one line naming the address and exits 1.
  */
 import { readFileSync } from 'node:fs';
-import { startServer } from '../server.js';
+import { ListenError, startServer, type RunningServer } from '../server.js';
 import { resolveServeOptions, type Environment, type ServeFlags } from './serve-options.js';
 
 export const shutdownDeadlineMs = 10_000;
 
 export async function runServe(flags: ServeFlags, env: Environment): Promise<void> {
   const options = resolveServeOptions(flags, env, (path) => readFileSync(path, 'utf8'));
-  const server = await startServer(options);
+  let server: RunningServer;
+  try {
+    server = await startServer(options);
+  } catch (error) {
+    if (!(error instanceof ListenError)) throw error;
+    // Loud and at once: whoever started this node must not go on to talk to whatever else
+    // answers on that port.
+    process.stderr.write(`tickler: ${error.message}\n`);
+    process.exit(1);
+  }
   // Every node listens (a scheduler-only node serves /healthz, /readyz and /metrics), so every
   // node prints the same line; scripts and tests wait for it.
   process.stdout.write(`tickler listening on ${server.url} (roles ${options.roles.join(',')}, node ${server.nodeId})\n`);

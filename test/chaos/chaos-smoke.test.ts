@@ -2,10 +2,13 @@
  * The 60-second chaos run with a fixed seed (issue 4): real scheduler, API and worker
  * processes on PostgreSQL, faults injected, the history checked. Skipped with a message
  * where PostgreSQL is not reachable, unless TICKLER_REQUIRE_PG=1 (CI), which fails instead.
+ * The run takes ports, a PostgreSQL cluster and an artifacts directory of its own
+ * (chaos/run.ts), so two suites on one machine can run it at once; its artifacts are kept
+ * when it fails.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { it } from 'node:test';
 import pg from 'pg';
@@ -27,7 +30,6 @@ const dispatchAheadMinTimers = 1;
  * judges them by their handlers' starts.
  */
 const leaseAheadMs = 50;
-const artifactsDir = join('artifacts', 'chaos-smoke');
 
 async function postgresReachable(): Promise<string | null> {
   const client = new pg.Client({ connectionString: withDefaultUser(testPgUrl), connectionTimeoutMillis: 3_000 });
@@ -50,8 +52,10 @@ const skip = unreachable !== null && !requirePg
 
 void it(`a ${seconds}-second chaos run with seed ${seed} keeps the promise`, { skip, timeout: 600_000 }, async () => {
   assert.equal(unreachable, null, `PostgreSQL is required (TICKLER_REQUIRE_PG=1) but not reachable at ${testPgUrl}`);
+  mkdirSync('artifacts', { recursive: true });
+  const artifactsDir = mkdtempSync(join('artifacts', 'chaos-smoke-'));
   const child = spawn(process.execPath, ['--import', 'tsx', 'chaos/run.ts', '--seconds', String(seconds), '--seed',
-    String(seed), '--artifacts', artifactsDir, '--port-base', '17400', '--dispatch-ahead-min-timers',
+    String(seed), '--artifacts', artifactsDir, '--dispatch-ahead-min-timers',
     String(dispatchAheadMinTimers), '--lease-ahead-ms', String(leaseAheadMs)], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => {
@@ -79,4 +83,5 @@ void it(`a ${seconds}-second chaos run with seed ${seed} keeps the promise`, { s
   // history above, checked valid, holds those runs too.
   const byCreate = ledgerRuns.filter((run) => run.events.some((event) => event.type === 'dispatched' && event.atCreate === true));
   assert.ok(byCreate.length > 0, 'one-shot runs were dispatched by their create');
+  rmSync(artifactsDir, { recursive: true, force: true });
 });

@@ -1,14 +1,18 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { countersIn, timingEnv } from '../../chaos/cluster.js';
+import { once } from 'node:events';
+import net from 'node:net';
+import { addClusterProcesses, countersIn, portTaken, startNode, timingEnv } from '../../chaos/cluster.js';
 import { planFaults, type FaultPlanOptions, type PlannedFault } from '../../chaos/fault-plan.js';
 import { parseHistory } from '../../chaos/history.js';
 import { Prng } from '../../chaos/prng.js';
 import { HistoryRecorder } from '../../chaos/recorder.js';
-import { Supervisor, type UnexpectedExit } from '../../chaos/supervisor.js';
+import { checkingRunTag, ForeignAnswerError, type ForeignAnswer } from '../../chaos/run-tag.js';
+import { StartFailure, Supervisor, type UnexpectedExit } from '../../chaos/supervisor.js';
+import { timingDefaults } from '../../src/limits.js';
 import { planWorkload, workloadDefaults } from '../../chaos/workload.js';
 
 const faultOptions: FaultPlanOptions = {
@@ -223,5 +227,61 @@ void describe('process supervisor', () => {
     await exited;
     assert.equal(managed.state, 'down');
     assert.deepEqual(exits, [{ name: 'quitter', incarnation: 1, code: 3, signal: null }]);
+  });
+
+  void it('fails the start of a process that exits before it is ready, with its own last words, not as an exit of its own', async () => {
+    const managed = supervisor.add({ name: 'refused', command: process.execPath,
+      args: ['-e', "console.log('starting'); console.error('tickler: cannot listen on 127.0.0.1:1: no'); process.exit(1)"],
+      logPath: join(directory, 'refused.log'), readyLogText: 'up' });
+    const before = exits.length;
+    await assert.rejects(managed.start(), (error: unknown) => error instanceof StartFailure && error.exited
+      && error.reason === 'tickler: cannot listen on 127.0.0.1:1: no' && /exited before it was ready \(code 1\)/.test(error.message));
+    assert.equal(managed.state, 'down');
+    assert.equal(exits.length, before, 'the failed start is its caller\'s to judge');
+  });
+});
+
+void describe('a node of a run and its port', () => {
+  const directory = mkdtempSync(join(tmpdir(), 'chaos-node-port-'));
+  const supervisor = new Supervisor();
+  const held: net.Server[] = [];
+  after(async () => {
+    await supervisor.terminateAll(10_000);
+    await Promise.all(held.map((server) => new Promise((resolve) => server.close(resolve))));
+    rmSync(directory, { recursive: true, force: true });
+  });
+  const hold = async (port: number): Promise<void> => {
+    const server = net.createServer();
+    server.listen(port, '127.0.0.1');
+    await once(server, 'listening');
+    held.push(server);
+  };
+  const portOf = (url: string | undefined): number => Number(new URL(url as string).port);
+
+  void it('moves a first start off a port another process took, names its run on answers, and fails a restart loudly there', async () => {
+    // One scheduler node, on SQLite: the port handling is the same for every node of a run.
+    const layout = await addClusterProcesses(supervisor, { storeUrl: `sqlite:${join(directory, 'tickler.db')}`, runTag: 'run-a',
+      artifactsDir: directory, timing: timingDefaults, workerLeaseS: 5, workerLeaseAheadMs: 0, schedulerCount: 1, apiCount: 0,
+      workerCount: 0, directWorkerCount: 0, repoDir: resolve(import.meta.dirname, '..', '..') });
+    const drawn = portOf(layout.urls.get('scheduler-1'));
+    assert.ok(drawn < 32_768, `port ${drawn} is below the ephemeral range`);
+    await hold(drawn);
+    const logged: string[] = [];
+    await startNode(supervisor, layout, 'scheduler-1', (message) => logged.push(message));
+    const url = layout.urls.get('scheduler-1') as string;
+    assert.notEqual(portOf(url), drawn);
+    assert.match(logged.join('\n'), new RegExp(`cannot listen on 127\\.0\\.0\\.1:${drawn}: address already in use`));
+
+    assert.equal((await checkingRunTag('run-a', () => assert.fail('its own node'))(`${url}/healthz`)).status, 200);
+    const foreign: ForeignAnswer[] = [];
+    await assert.rejects(checkingRunTag('run-b', (answer) => foreign.push(answer))(`${url}/healthz`), ForeignAnswerError);
+    assert.deepEqual(foreign, [{ url: `${url}/healthz`, tag: 'run-a' }]);
+
+    const managed = supervisor.get('scheduler-1');
+    await managed.kill();
+    await hold(portOf(url));
+    await assert.rejects(managed.start(), (error: unknown) => error instanceof StartFailure && portTaken(error)
+      && error.reason === `tickler: cannot listen on 127.0.0.1:${portOf(url)}: address already in use (EADDRINUSE)`);
+    assert.deepEqual(supervisor.unexpectedExits, []);
   });
 });

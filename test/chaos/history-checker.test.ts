@@ -10,6 +10,7 @@ import type {
   LedgerRunRecord,
 } from '../../chaos/history.js';
 import { parseHistory } from '../../chaos/history.js';
+import { formatReport } from '../../chaos/report.js';
 import { expandSchedule } from '../../chaos/schedule-expander.js';
 
 const t0 = Date.parse('2026-11-29T10:00:00.000Z');
@@ -511,6 +512,35 @@ void describe('history checker', () => {
     const report = checkHistory([...healthyOneShot('j1', at), wrong,
       { ...ledgerRun('j1', at + 1_000, 'succeeded', at + 1_005), runId: 'f'.repeat(32) }], options);
     assert.deepEqual(kindsOf(report), ['run_id_mismatch']);
+  });
+
+  void it('names answers from outside the run as the cause, whatever else the history shows', () => {
+    const at = t0 + 5_000;
+    // The collision two runs on one machine made: this run's create was answered by the other
+    // run's node (so it never fired here), and the driver's next request was refused as foreign.
+    const report = checkHistory([...createOneShot('j1', at), {
+      type: 'foreign_answer', atMs: t0 + 20, client: 'driver', url: 'http://127.0.0.1:23456/v1/jobs', tag: 'chaos7-b',
+      expected: 'chaos7-a',
+    }], options);
+    assert.equal(report.valid, false);
+    assert.deepEqual(kindsOf(report), ['foreign_answer', 'lost']);
+    assert.match(report.cause ?? '', /^1 answer\(s\) came from outside this run \(http:\/\/127\.0\.0\.1:23456; run tag chaos7-b, this run is chaos7-a\): another process on this machine holds this run's port\(s\); violations besides these may follow from it$/);
+    const printed = formatReport(report).split('\n');
+    assert.equal(printed[0], 'history check: INVALID');
+    assert.equal(printed[1], `  cause: ${report.cause}`);
+    assert.match(printed.join('\n'), /answers from outside the run 1/);
+  });
+
+  void it('names a node that could not be started as the cause, and its port taken when it says so', () => {
+    const report = checkHistory([...healthyOneShot('j1', t0 + 5_000), { type: 'node_start_failed', atMs: t0 + 30_000,
+      process: 'api-1', reason: 'tickler: cannot listen on 127.0.0.1:23456: address already in use (EADDRINUSE)' }], options);
+    assert.deepEqual(kindsOf(report), ['node_start_failed']);
+    assert.equal(report.cause, 'api-1 could not be started (tickler: cannot listen on 127.0.0.1:23456: address already in use '
+      + '(EADDRINUSE)): another process on this machine holds its port; violations besides these may follow from it');
+  });
+
+  void it('has no cause for a valid run', () => {
+    assert.equal(checkHistory(healthyOneShot('j1', t0 + 5_000), options).cause, null);
   });
 
   void it('parses JSONL, tolerating only a torn last line', () => {

@@ -8,7 +8,6 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { shardOf } from '../../src/domain/identity.js';
@@ -37,34 +36,26 @@ interface Node {
   output(): string;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
+/**
+ * Starts a node on a port the kernel picks (`--port 0`) and takes its URL from its own
+ * "listening" line: no port is chosen here that another process could take first, and no
+ * answer on a port is mistaken for this node's.
+ */
 async function startNode(name: string, roles: string, storeUrl: string): Promise<Node> {
-  const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', cliPath, 'serve', '--store', storeUrl, '--roles', roles,
-    '--node-id', name, '--port', String(port)], {
+    '--node-id', name, '--port', '0'], {
     cwd: repoRoot, env: { ...process.env, TICKLER_LOG_LEVEL: 'warn', ...timingEnv }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
   child.stderr!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const url = `http://127.0.0.1:${port}`;
   let gone = false;
   void exited.then(() => { gone = true; });
-  await eventually(async () => {
-    if (gone) throw new Error(`${name} exited before it answered /healthz:\n${output}`);
-    return fetch(`${url}/healthz`).then((response) => (response.ok ? true : undefined), () => undefined);
-  }, `${name} to answer /healthz`, 60_000);
+  const url = await eventually(async () => {
+    if (gone) throw new Error(`${name} exited before it listened:\n${output}`);
+    return new RegExp(`tickler listening on (\\S+) \\(roles ${roles}, node ${name}\\)`).exec(output)?.[1];
+  }, `${name} to listen`, 60_000);
   return { name, url, child, exited, output: () => output };
 }
 
