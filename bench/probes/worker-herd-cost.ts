@@ -9,12 +9,12 @@
  * `--ready`: W3's shape instead, a backlog ready at once, leased as it is handled (no lease
  * ahead, each lease answered after 1 ms); prints the runs handled a second and the CPU per start.
  *
- *   node --expose-gc --import tsx bench/worker-herd-cost.ts [--runs 50000] [--ack-ms 3] [--rounds 3] [--ready]
+ *   node --expose-gc --import tsx bench/probes/worker-herd-cost.ts [--runs 50000] [--ack-ms 3] [--rounds 3] [--ready]
  */
 import { parseArgs } from 'node:util';
-import { createWorker } from '../src/worker/worker.js';
-import type { TicklerClient } from '../src/worker/client.js';
-import type { CompleteBatchItem, LeasedRun, LeaseRequest } from '../src/worker/wire.js';
+import { createWorker } from '../../src/worker/worker.js';
+import type { TicklerClient } from '../../src/worker/client.js';
+import type { CompleteBatchItem, LeasedRun, LeaseRequest } from '../../src/worker/wire.js';
 
 const { values } = parseArgs({
   options: {
