@@ -3,7 +3,8 @@
  * measured slower and not kept: docs/benchmarks.md, "Tried and did not help"): a batch of N
  * completion items posted to a worker_threads Worker, which answers one brief result per item,
  * as a store thread would. Prints the round trip with one batch in flight and the main thread's
- * CPU per item (the part the HTTP thread would still pay), so the idea can be judged against the server's CPU per run on bench:peers W3.
+ * CPU per item (the part the HTTP thread would still pay), so the idea can be judged against the
+ * server's CPU per run on bench:peers W3.
  *
  *   node --import tsx bench/probes/thread-hop-cost.ts [--batch 100] [--rounds 20000]
  */
