@@ -34,9 +34,8 @@ export interface ProblemCount {
  * The worker's `leaseAheadMs` and `holdAheadMax`: runs already written ahead (the scheduler
  * writes a one-shot herd or dense stream 10 s ahead) are leased up to 8 s before they are ready
  * and held for their time, up to a whole W4 herd. 8 s leaves PostgreSQL the time to write and
- * lease 50,000 runs (~9 s for both on this machine; at 3 s W4's lag p99 was 3.3–5.6 s on it);
- * 3 s in the sixteenth session (the embedded store needs ~3 s), 50 ms before it (W2 alike
- * within its spread, docs/benchmarks.md).
+ * lease 50,000 runs (~9 s for both on this machine; at 3 s W4's lag p99 was 3.3–5.6 s on it,
+ * while the embedded store needs ~3 s).
  */
 const leaseAheadMs = 8_000;
 const holdAheadMax = 50_000;
