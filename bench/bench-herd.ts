@@ -27,7 +27,7 @@ async function runHerd(context: BenchContext): Promise<BenchResult> {
   const count = context.quick ? quickCount : fullCount;
   const notes: string[] = [];
   // What is measured is the dispatch of a whole herd at its instant: written ahead (the default,
-  // README "A herd of one-shot timers") it would all be ready before the instant (measured:
+  // docs/tuning.md, "The server: dispatch") it would all be ready before the instant (measured:
   // 0 s), which says nothing of how fast a herd is dispatched. bench:peers W4 measures that
   // default end to end.
   const server = await startManagedServer(context, 'herd', {

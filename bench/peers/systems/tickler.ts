@@ -77,7 +77,7 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
       'queue), long-poll wait_s 20 with two requests parked while the pool is drained (the SDK default, longPolls 2), ' +
       `leaseAheadMs ${leaseAheadMs} and holdAheadMax ${holdAheadMax} (runs already written ahead are leased up to that ` +
       'long before they are ready, on hold places of their own beyond the slots and prefetch, and started at their time ' +
-      'from a local timer, as the README advises for a herd; not on W5, whose cancels must stop a job until its due time, ' +
+      'from a local timer, as docs/tuning.md advises for a herd; not on W5, whose cancels must stop a job until its due time, ' +
       'while a run leased ahead is its worker\'s), completions in batches (one in flight, a small one lingering up to ' +
       '10 ms after the last: the SDK defaults), ' +
       (this.workersDirect
@@ -139,7 +139,7 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
       pool,
       concurrency: workerConcurrency,
       prefetch: workerConcurrency,
-      // W5 cancels up to the due time: a run leased ahead is its worker's (README, "Leasing ahead").
+      // W5 cancels up to the due time: a run leased ahead is its worker's (docs/tuning.md, `leaseAheadMs`).
       ...(options.cancelsUntilDue === true ? {} : { leaseAheadMs, holdAheadMax }),
       logger,
       handler: (run) => {
