@@ -1,5 +1,5 @@
 /**
- * The one-shot herd (issue 2): `count` timers all due at the same instant. The figure is the
+ * The one-shot herd: `count` timers all due at the same instant. The figure is the
  * time from that instant until the last of them is dispatched, read from the run ledger
  * (max dispatched_at − fire_at) and watched from outside on the server's dispatch counter.
  * No worker is attached: the measurement is the scheduler's, not the workers'.

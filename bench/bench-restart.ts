@@ -1,5 +1,5 @@
 /**
- * Restart after `kill -9` (issue 2): a data directory with `pendingCount` timers due next
+ * Restart after `kill -9`: a data directory with `pendingCount` timers due next
  * week and a trickle of timers due every second from now. Once the trickle is firing, the
  * server is SIGKILLed and a new one started on the same directory at once. The figure is
  * the time from the kill until the new process dispatches again (its dispatch counter, a

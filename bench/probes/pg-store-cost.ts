@@ -13,7 +13,7 @@
  * `--store-root` loads src/store/postgres from another tree (e.g. a `git archive` of an
  * older commit) for an A/B on the same machine; run the two alternately, as the load of a
  * shared machine moves every figure. Cluster benchmarks batch differently: compare batch
- * sizes, not only totals (docs/benchmarks.md, "Cluster (issue 4)").
+ * sizes, not only totals.
  */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';

@@ -1,4 +1,4 @@
-// The DST and calendar rules of issue 3, one row per rule: docs/schedules.md's New York examples,
+// The DST and calendar rules, one row per rule: docs/schedules.md's New York examples,
 // a 30-minute shift (Lord Howe), Europe, the southern hemisphere, and the calendar corners
 // (leap days, month ends, L, #, W, Vixie's day-field rule). A skipped (gap: skip) occurrence
 // is written with a trailing "!".
