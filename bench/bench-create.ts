@@ -1,5 +1,5 @@
 /**
- * Create throughput (issue 2): one-shot timers due next week, so nothing fires during the
+ * Create throughput: one-shot timers due next week, so nothing fires during the
  * measurement. Two shapes, each on a fresh server:
  *   - `POST /v1/jobs:batch` of 1,000 items, on one connection and on four; the bodies are
  *     built before the clock starts and answers are checked by scanning, not parsing, as the

@@ -1,5 +1,5 @@
 /**
- * The cron herd (issue 3): `count` recurring jobs on the same daily schedule, all first due
+ * The cron herd: `count` recurring jobs on the same daily schedule, all first due
  * at the same midnight. With the default tolerance their fire times spread over the jitter
  * window; with `tolerance_s: 0` they are all due at 00:00:00 and the dispatcher must keep
  * fire lag p99 within 5 s. Measured two ways:

@@ -1,5 +1,5 @@
 /**
- * The one-shot herd (issue 2): `count` timers all due at the same instant. The figure is the
+ * The one-shot herd: `count` timers all due at the same instant. The figure is the
  * time from that instant until the last of them is dispatched, read from the run ledger
  * (max dispatched_at − fire_at) and watched from outside on the server's dispatch counter.
  * No worker is attached: the measurement is the scheduler's, not the workers'.
@@ -27,7 +27,7 @@ async function runHerd(context: BenchContext): Promise<BenchResult> {
   const count = context.quick ? quickCount : fullCount;
   const notes: string[] = [];
   // What is measured is the dispatch of a whole herd at its instant: written ahead (the default,
-  // README "A herd of one-shot timers") it would all be ready before the instant (measured:
+  // docs/tuning.md, "The server: dispatch") it would all be ready before the instant (measured:
   // 0 s), which says nothing of how fast a herd is dispatched. bench:peers W4 measures that
   // default end to end.
   const server = await startManagedServer(context, 'herd', {

@@ -1,5 +1,5 @@
 /**
- * Due → worker handler start on an idle system (issue 2): timers `spacingMs` apart, one at a
+ * Due → worker handler start on an idle system: timers `spacingMs` apart, one at a
  * time, and an SDK worker long-polling for them. With a long-poll that the dispatch wakes,
  * the handler starts one round trip after the dispatch; a polling sleep anywhere in the
  * path shows up here as a lag of about its period.

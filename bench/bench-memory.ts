@@ -1,5 +1,5 @@
 /**
- * Memory bounded by the load window (issue 2): the server's RSS with 1,000 pending timers due
+ * Memory bounded by the load window: the server's RSS with 1,000 pending timers due
  * next week against the same data directory grown to 1,000,000. None of them is within the
  * 5-minute load horizon, so a scheduler that holds only its window needs no more memory.
  *

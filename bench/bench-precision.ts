@@ -1,5 +1,5 @@
 /**
- * Fire precision under steady load (issue 2): `ratePerS` one-shot timers due every second for
+ * Fire precision under steady load: `ratePerS` one-shot timers due every second for
  * `durationS` seconds, fire times evenly spaced, all created ahead in batches (the first one
  * is due only after the creates are expected to be done, so create load does not overlap
  * the measurement). An SDK worker handles every run while they fire.

@@ -1,5 +1,5 @@
 /**
- * Restart after `kill -9` (issue 2): a data directory with `pendingCount` timers due next
+ * Restart after `kill -9`: a data directory with `pendingCount` timers due next
  * week and a trickle of timers due every second from now. Once the trickle is firing, the
  * server is SIGKILLed and a new one started on the same directory at once. The figure is
  * the time from the kill until the new process dispatches again (its dispatch counter, a
@@ -40,7 +40,7 @@ async function runRestart(context: BenchContext): Promise<BenchResult> {
   const notes: string[] = [];
   const dataDir = context.tempDir('tickler-bench-restart-');
   // What is measured is the scheduler's recovery after the kill: runs written ahead before it
-  // (README "A herd of one-shot timers") would cover the outage's first seconds without it.
+  // (docs/tuning.md, "The server: dispatch") would cover the outage's first seconds without it.
   const env = { TICKLER_DISPATCH_AHEAD_MS: '0' };
   const first = await startManagedServer(context, 'restart-first', { dataDir, env });
   const nowMs = wallClock.nowMs();

@@ -94,7 +94,7 @@ export async function readRuns(client: TicklerClient, sinceMs: number, untilMs: 
 /**
  * Each dispatched run's fire lag in the ledger: from fire_at until it was leasable, i.e.
  * dispatched_at − fire_at, or 0 for a one-shot run written ahead (dispatched_at before fire_at,
- * ready from fire_at: README "A herd of one-shot timers"). A run started before its fire_at is
+ * ready from fire_at: docs/tuning.md, "The server: dispatch"). A run started before its fire_at is
  * answered as a negative lag, so it counts as early. Runs never dispatched are counted apart.
  */
 export function ledgerLagsMs(runs: Run[]): { lagsMs: number[]; undispatched: number } {

@@ -1,6 +1,6 @@
 /**
  * What a benchmark answers and how it is written down. A figure is a measured number with
- * its unit and, where issue 2 or 3 sets one, its target; the verdict is computed here from
+ * its unit and, where docs/benchmarks.md sets one, its target; the verdict is computed here from
  * the measurement, never typed in, so a missed target cannot be reported as met.
  */
 import { execFileSync } from 'node:child_process';

@@ -1,5 +1,5 @@
 /**
- * `npm run bench` (tsx bench/run.ts): runs the benchmarks of issues 2 and 3 one after the
+ * `npm run bench` (tsx bench/run.ts): runs the benchmarks of bench/benchmarks.ts one after the
  * other, each against its own real `tickler serve` process, and prints their figures as the
  * markdown that goes into docs/benchmarks.md.
  *

@@ -1,5 +1,5 @@
 /**
- * The chaos test (issue 4): real processes on PostgreSQL — 3 scheduler nodes, 2 API nodes, 4
+ * The chaos test (docs/chaos.md): real processes on PostgreSQL — 3 scheduler nodes, 2 API nodes, 4
  * workers, the last `--direct-workers` (1) of them straight to PostgreSQL — a seeded workload, faults every few seconds drawn from the same seed, then heal,
  * drain, dump the ledger and run the history checker. Exits 0 only when the history is valid
  * and every node behaved (no exit of its own, a clean stop on SIGTERM); 1 on a violation; 2
@@ -56,7 +56,7 @@ export const chaosTiming: TimingConfig = {
 };
 /** The workers' lease by default: API.md's minimum, so a lease expires soon after its worker dies. */
 const workerLeaseSDefault = 5;
-/** Inside a fault window a fire may be late by one lease TTL plus 2 s of loading (issue 4). */
+/** Inside a fault window a fire may be late by one lease TTL plus 2 s of loading. */
 const faultLagBoundMs = chaosTiming.shardLeaseTtlMs + 2_000;
 const drainMsMax = 60_000;
 const nodeStopTimeoutMs = 10_000;

@@ -50,7 +50,7 @@ export interface WorkloadOptions {
   dueAfterMsMax: number;
   /**
    * Every this-many-th one-shot is due when its create is sent ("run this now"), so the run
-   * is written by the create itself (README, "A job due when created"); 0 for none. Chosen by
+   * is written by the create itself (docs/schedules.md, "Due when created"); 0 for none. Chosen by
    * index, not by the PRNG, so the rest of the plan is the same with or without them.
    */
   dueAtCreateEvery: number;

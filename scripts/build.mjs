@@ -1,6 +1,6 @@
 // Compiles src/ to dist/ with tsc (tsconfig.build.json) and stamps the build, so the `tickler`
 // bin can start from plain JavaScript: through tsx's loader `tickler serve` was ready in ~1.3 s,
-// compiled in ~0.65 s (docs/benchmarks.md, fourteenth session), and a restart's downtime is
+// compiled in ~0.65 s (docs/benchmarks.md, "Figures behind the defaults"), and a restart's downtime is
 // fire lag for everything due meanwhile. Run by `npm install` (prepare) and `npm run build`.
 // Where TypeScript is not installed (production installs without dev dependencies) it says
 // so and exits 0: bin/tickler.js then runs the sources through tsx, as it does whenever a

@@ -73,18 +73,17 @@ export interface TimingConfig {
    * (0: at the fire time). A herd's runs are then in the ledger before its instant, and only
    * leases and completions are left at it (docs/benchmarks.md). A store without
    * `dispatchesAhead` fires at the fire time whatever this says (both stores have it).
-   * 10 s since the seventeenth session (5 s before): writing a 50,000-timer herd takes the
-   * embedded store 2–4 s and PostgreSQL ~9 s on this machine while workers lease it, and at
-   * 5 s a worker leasing 3 s ahead met a herd still being written (bench:peers W4 bimodal, lag
-   * p99 0.6 or 3–6 s; at 10 s 0.45–0.8 s in every round, bench/lag-stages.ts).
+   * 10 s: writing a 50,000-timer herd takes the embedded store 2–4 s and PostgreSQL ~9 s on
+   * 2 cores while workers lease it, and at 5 s a worker leasing 3 s ahead met a herd still being
+   * written (bench:peers W4 bimodal, lag p99 0.6 or 3–6 s; at 10 s 0.45–0.8 s in every round).
    */
   dispatchAheadMs: number;
   /**
    * Only a herd or a dense stream is dispatched ahead: at least this many one-shot timers due
    * in the same wheel tick (10 ms; 16 a tick is 1,600 a second). Their runs are written a tick
    * at a time, and finished a tick at a time, so the server's work at their time is leases
-   * and completions (bench:peers W2, 2,000 timers a second: ~15 % less server CPU per run,
-   * docs/benchmarks.md), and workers leasing ahead (`ahead_ms`) find them there. A trickle
+   * and completions (bench:peers W2, 2,000 timers a second: ~15 % less server CPU per run),
+   * and workers leasing ahead (`ahead_ms`) find them there. A trickle
    * gains nothing (its dispatch is small at any instant) and would pay a statement more per
    * run (written a timer at a time, W2's lag p99 went 7 → 10-11 ms), so its timers wait in
    * the wheel for their own time.

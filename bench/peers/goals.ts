@@ -99,7 +99,7 @@ const ticklerSystems: readonly SystemName[] = ['tickler-sqlite', 'tickler-postgr
 
 export function goalsTable(runs: readonly WorkloadRun[]): string[] {
   const systems = ticklerSystems.filter((system) => system !== 'tickler-postgres-direct' || runs.some((run) => run.system === system));
-  const lines = [`| goal (issue 5) | ${systems.join(' | ')} |`, `| --- | ${systems.map(() => '---').join(' | ')} |`];
+  const lines = [`| goal | ${systems.join(' | ')} |`, `| --- | ${systems.map(() => '---').join(' | ')} |`];
   for (const goal of goals) {
     const peerRuns = runs.filter((run) => run.workload === goal.workload && peers.includes(run.system) && run.error === undefined);
     const cells = systems.map((system) => {

@@ -10,7 +10,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { profileSummaryOf } from '../profile.js';
 import { repoRoot } from '../server-process.js';
-import { chartFileName, chartFooter, renderReport } from './report.js';
+import { chartFileName, chartFooter, handWrittenPart, renderReport } from './report.js';
 import { Progress } from './progress.js';
 import type { ResultsFile, WorkloadRun } from './results.js';
 import { combineRounds } from './rounds.js';
@@ -31,7 +31,6 @@ export interface HarnessOptions {
   resultsPath: string;
   /** Where `benchmarks-peers.md` and `img/` go; undefined writes no docs. */
   docsDir: string | undefined;
-  findingsPath: string;
   command: string;
   progress: boolean;
   /** Each system runs once per round, interleaved; the row is the rounds' median (rounds.ts). */
@@ -151,13 +150,14 @@ function saveResults(options: HarnessOptions, results: ResultsFile): void {
   writeDocs(options, results);
 }
 
-/** Rewrites the report and charts from `results`; `--report-only` calls it after editing findings.md. */
+/** Rewrites the report and charts from `results`, keeping the report's hand-written part; `--report-only` calls it alone. */
 export function writeDocs(options: HarnessOptions,
   results: ResultsFile = JSON.parse(readFileSync(options.resultsPath, 'utf8')) as ResultsFile): void {
   if (options.docsDir === undefined) return;
-  const findings = existsSync(options.findingsPath) ? readFileSync(options.findingsPath, 'utf8') : '';
+  const reportPath = join(options.docsDir, 'benchmarks-peers.md');
+  const handWritten = existsSync(reportPath) ? handWrittenPart(readFileSync(reportPath, 'utf8')) : '';
   mkdirSync(join(options.docsDir, 'img'), { recursive: true });
-  writeFileSync(join(options.docsDir, 'benchmarks-peers.md'), renderReport(results, options.allWorkloads, findings));
+  writeFileSync(reportPath, renderReport(results, options.allWorkloads, handWritten));
   for (const workload of options.allWorkloads) {
     const runs = results.runs.filter((run) => run.workload === workload.id && run.error === undefined);
     if (runs.length === 0) continue;

@@ -1,9 +1,9 @@
 /**
  * The "Side by side" report: a table per workload (system, settings, figures, the headline
  * figure as a ratio against tickler) and its chart, written from the accumulated results so
- * a rerun of one workload updates its section and keeps the others. Hand-written findings
- * (where tickler loses and why) live in `bench/peers/findings.md` and are put in verbatim;
- * the session-by-session record behind them is `bench/peers/history.md`, linked, not included.
+ * a rerun of one workload updates its section and keeps the others. The hand-written part
+ * (where tickler stands and why) sits between two marker lines in the report itself and is
+ * carried over verbatim when the report is rewritten.
  */
 import { goalsTable } from './goals.js';
 import type { PeerFigure, ResultsFile, WorkloadId, WorkloadRun } from './results.js';
@@ -15,7 +15,18 @@ export function chartFileName(workload: WorkloadId): string {
   return `peers-${workload}.svg`;
 }
 
-export function renderReport(results: ResultsFile, workloads: readonly Workload[], findings: string): string {
+/** The hand-written part of docs/benchmarks-peers.md lies between these two lines. */
+export const handWrittenStart = '<!-- hand-written: kept as it is when the harness rewrites this file -->';
+export const handWrittenEnd = '<!-- end of the hand-written part -->';
+
+/** The hand-written part of a report `renderReport` wrote, or '' when it has none. */
+export function handWrittenPart(report: string): string {
+  const start = report.indexOf(handWrittenStart);
+  const end = report.indexOf(handWrittenEnd);
+  return start < 0 || end < start ? '' : report.slice(start + handWrittenStart.length, end).trim();
+}
+
+export function renderReport(results: ResultsFile, workloads: readonly Workload[], handWritten: string): string {
   const lines: string[] = [
     '# Side by side: tickler, BullMQ, graphile-worker and pg-boss',
     '',
@@ -31,7 +42,11 @@ export function renderReport(results: ResultsFile, workloads: readonly Workload[
     '',
     ...goalsTable(results.runs),
     '',
-    findings.trim(),
+    handWrittenStart,
+    '',
+    handWritten.trim(),
+    '',
+    handWrittenEnd,
     '',
     '## How each system was configured',
     '',
@@ -81,7 +96,7 @@ function oneMachine(results: ResultsFile): boolean {
 function measuredOn(results: ResultsFile): string {
   const date = results.finishedAt.slice(0, 10);
   if (oneMachine(results)) return `Measured ${date} on ${results.machine}.`;
-  return `Measured up to ${date} on more than one machine (this machine's speed changes between sessions): each run's notes ` +
+  return `Measured up to ${date} on more than one machine (the machine and its speed change from day to day): each run's notes ` +
     `name its machine where it recorded one (runs from before 2026-12-03 did not); the last invocation ran on ${results.machine}.`;
 }
 

@@ -37,7 +37,7 @@ export interface WorkloadRun {
   /** How many interleaved rounds the figures are the median of (`--rounds`), when more than one. */
   rounds?: number;
   /**
-   * The machine it ran on (`machineDescription()`). Sessions land on different machines and a
+   * The machine it ran on (`machineDescription()`). Runs land on different machines and a
    * results file accumulates runs across them; runs from before 2026-12-03 did not record it.
    */
   machine?: string;

@@ -1,7 +1,8 @@
 /**
  * `npm run bench:peers -- --workload W2 --system bullmq` (or `--workload all --system all`):
- * the side-by-side benchmarks of issue 5. Full runs write bench/peers/results/latest.json,
- * docs/benchmarks-peers.md and docs/img/peers-W*.svg; `--quick` runs tiny counts into a
+ * tickler side by side with BullMQ, graphile-worker and pg-boss. Full runs write
+ * bench/peers/results/latest.json, docs/benchmarks-peers.md (keeping its hand-written part) and
+ * docs/img/peers-W*.svg; `--quick` runs tiny counts into a
  * results file of its own and writes no docs unless `--docs-dir` says where; so does a run
  * given a `--results` file of its own.
  * Exits 1 when any run failed (a skipped system is not a failure).
@@ -64,7 +65,6 @@ const harnessOptions = {
   // into a --results file of its own (an A/B between trees, say) must not overwrite the report.
   docsDir: options.docsDir !== undefined ? resolve(options.docsDir)
     : resultsName === 'latest' && options.results === undefined ? `${repoRoot}/docs` : undefined,
-  findingsPath: `${repoRoot}/bench/peers/findings.md`,
   command: `npm run bench:peers -- ${process.argv.slice(2).join(' ')}`.trim(),
   progress: options.progress,
   rounds,

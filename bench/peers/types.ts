@@ -78,7 +78,7 @@ export interface SystemAdapter {
 export const systemNames = ['tickler-sqlite', 'tickler-postgres', 'tickler-postgres-direct', 'bullmq', 'bullmq-aof', 'graphile-worker', 'pg-boss'] as const;
 export type SystemName = (typeof systemNames)[number];
 
-/** Worker concurrency for every system (issue 5: the same everywhere). */
+/** Worker concurrency for every system (the same for every system). */
 export const workerConcurrency = 50;
 
 /** The payload every one-shot job carries: small, and the same for every system. */

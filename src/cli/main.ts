@@ -60,7 +60,7 @@ export function buildProgram(env: NodeJS.ProcessEnv = process.env): Command {
     .option('--concurrency <n>', 'commands running at once (default 1)')
     .option('--lease-s <seconds>', 'lease per run, 5..900 (default: the job\'s lease_s)')
     .option('--wait-s <seconds>', 'long-poll wait, 0..60 (default 20)')
-    .option('--lease-ahead-ms <ms>', 'lease runs already written up to this long before they are ready and start each at its time, 0..10000 (default 0; README "Leasing ahead")')
+    .option('--lease-ahead-ms <ms>', 'lease runs already written up to this long before they are ready and start each at its time, 0..10000 (default 0; docs/tuning.md)')
     .option('--worker-id <id>', 'name shown in the run ledger')
     .option('--stop-timeout-s <seconds>', 'on SIGTERM, kill commands still running after this long (default: wait)')
     .option('--store <url>', 'postgres://...: lease and complete straight against the servers\' database instead of --url')

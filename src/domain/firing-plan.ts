@@ -1,6 +1,6 @@
 /**
- * What to record when a job's pending timer fires (issue 3, "Catch-up after an outage or a
- * pause"). Pure: the scheduler passes the timer and the time it fires at; the plan lists the
+ * What to record when a job's pending timer fires (README, "Schedules in short": overlap,
+ * catch-up, pause). Pure: the scheduler passes the timer and the time it fires at; the plan lists the
  * occurrences to write (ready or skipped, in scheduled order) and the job's next timer, which
  * the store writes in the same transaction (DESIGN.md invariant 3).
  *

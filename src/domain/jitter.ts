@@ -1,5 +1,5 @@
 /**
- * Jitter inside a job's tolerance window (issue 3, "the herd"): each job fires at a fixed
+ * Jitter inside a job's tolerance window (docs/schedules.md, the midnight herd): each job fires at a fixed
  * offset after its scheduled time, drawn once from its id, so 100 000 jobs on `0 0 * * *`
  * spread over the window while each one keeps a steady rhythm. The window never exceeds
  * half the smallest gap between two occurrences, so a jittered fire stays nearer its own

@@ -1,5 +1,5 @@
 /**
- * Schedules (issue 3): compile a job's `schedule` once, then ask for its occurrences. Pure:
+ * Schedules (docs/schedules.md): compile a job's `schedule` once, then ask for its occurrences. Pure:
  * every function takes the instants it needs and never reads a clock. The cron grammar lives
  * in schedule/cron-expression.ts, wall-clock matching in schedule/wall-calendar.ts, zone
  * offsets in schedule/time-zone.ts and the DST rules in schedule/occurrence-stream.ts.
@@ -24,7 +24,7 @@ export interface CompiledSchedule {
   readonly cron: string | null;
   /** 'UTC' for once. */
   readonly tz: string;
-  /** Vixie split (issue 3): second, minute or hour field begins with `*`. */
+  /** Vixie split: second, minute or hour field begins with `*`. */
   readonly intervalLike: boolean;
   readonly dst: DstSpec;
   /** For once. */
@@ -137,7 +137,7 @@ function compileCron(cron: unknown, tz: unknown, dst: DstSpec, nowMs: number | u
  * Validates and compiles a schedule. Throws only TicklerError: 'invalid_schedule' (field
  * schedule.cron, schedule.at, dst.gap or dst.repeat) or 'invalid_timezone' (schedule.tz).
  * A cron expression that matches no day at all (`0 0 30 2 *`) is rejected; with `options.nowMs`
- * one with no occurrence in the next 5 years is rejected too (issue 3).
+ * one with no occurrence in the next 5 years is rejected too.
  */
 export function compileSchedule(spec: ScheduleSpec, dst: DstSpec, options?: { nowMs?: number }): CompiledSchedule {
   const checkedDst = validDst(dst);

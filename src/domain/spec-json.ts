@@ -27,7 +27,7 @@ export function specJsonOf(spec: JobSpec): string {
  * more than it saves there: a WeakMap entry is ~1 us a spec with the GC work it brings, against
  * ~1.6 us for the JSON.stringify it would save (200,000 specs, four rounds); the embedded
  * store's create measured 11.0-11.5 against 11.4-17.5 us of CPU a job without it
- * (bench/sqlite-store-cost.ts, alternated). A create that answers whole jobs remembers the
+ * (bench/probes/sqlite-store-cost.ts, alternated). A create that answers whole jobs remembers the
  * text first (`JobService.prepareCreates`), so its answer does not make it again.
  */
 export function specJsonForWrite(spec: JobSpec): string {

@@ -271,9 +271,9 @@ export class Scheduler {
    *
    * In real time that is the entry's own millisecond. Batching needs no window: the pass
    * takes everything due when it wakes, and timers coming due while a dispatch is in flight
-   * go in the next one, so batches grow with the load as a group commit's do. (Until the
-   * fourth session the wake waited for the last entry of the entry's 10 ms wheel tick, which
-   * put 0-10 ms on every fire: with 2,000 timers due a second, p99 14 ms at the worker.)
+   * go in the next one, so batches grow with the load as a group commit's do. (A wake at the
+   * last entry of the entry's 10 ms wheel tick put 0-10 ms on every fire: with 2,000 timers
+   * due a second, p99 14 ms at the worker.)
    *
    * Under the virtual clock it is the last entry due within `virtualBatchWindowMs`, cut at
    * the target of the advance in progress, so no advance ends before a timer due within it
@@ -313,7 +313,7 @@ export class Scheduler {
           // Timers at their fire time first, all of them; then one batch of early work. The
           // rest of it waits for the next turn of this loop, which looks at the wheel again:
           // 20,000 timers written ahead in one go kept timers coming due meanwhile waiting
-          // 1-3 s behind ~40 dispatch transactions on PostgreSQL (bench/lag-stages.ts --store postgres).
+          // 1-3 s behind ~40 dispatch transactions on PostgreSQL (bench/probes/lag-stages.ts --store postgres).
           const due = fresh.filter((timer) => !isEarlyWork(timer, nowMs));
           early.add(fresh.filter((timer) => isEarlyWork(timer, nowMs)));
           due.push(...early.take(this.batchMax));
@@ -325,7 +325,7 @@ export class Scheduler {
           // Give the event loop a turn between batches. A batch whose timers were all held
           // back awaits nothing real, and with timers due every millisecond the next batch
           // is never empty: without this the pass ran on microtasks forever, and the lease
-          // renewal that would have let it fire, and SIGTERM, never ran (cluster finding 4).
+          // renewal that would have let it fire, and SIGTERM, never ran.
           await new Promise<void>((resolve) => setImmediate(resolve));
         }
       } catch (error) {

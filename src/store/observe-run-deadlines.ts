@@ -13,7 +13,7 @@ export function observeRunDeadlines(store: Store, onDeadline: (atMs: number) => 
     return runs;
   };
   // Each method bound once: binding on every access made a new function per store call
-  // (small: the trap and its binds were ~0.4 % of the server's CPU on bench/lag-stages.ts).
+  // (small: the trap and its binds were ~0.4 % of the server's CPU on bench/probes/lag-stages.ts).
   const bound = new Map<PropertyKey, unknown>([['leaseRuns', leaseRuns]]);
   return new Proxy(store, {
     get(target, property, receiver) {

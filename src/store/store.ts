@@ -343,7 +343,7 @@ export interface CompleteRequest {
    * False when the caller answers only whether the completion was recorded (`answer:
    * "status"`): a store may then skip reading the run back and answer `accepted` instead of
    * `completed`. Reading every column back (`RETURNING *`) was ~6 us of a ~14 us success
-   * UPDATE on SQLite (bench/sqlite-store-cost.ts).
+   * UPDATE on SQLite (bench/probes/sqlite-store-cost.ts).
    */
   wantRun?: boolean;
 }

@@ -1,7 +1,7 @@
 /**
  * Timers for many items on one clock timer per instant. A worker's heartbeats come due in
  * groups (the runs of one lease answer all beat a third of a lease after it); a herd of 50,000
- * held runs armed and cancelled a `setTimeout` each: ~1 KB per run (bench/worker-herd-cost.ts).
+ * held runs armed and cancelled a `setTimeout` each: ~1 KB per run (bench/probes/worker-herd-cost.ts).
  * Due times keep their exact millisecond; items at one instant fire in insertion order. The
  * runs a worker holds for their ready time, spread over many instants and never deleted, are
  * kept by an InstantQueue instead (instant-queue.ts).

@@ -9,7 +9,7 @@
  * meanwhile. A clock timer per instant (GroupedTimers) cost a `Timeout`, its closures, a
  * `Set` and a group object per millisecond of due times: on bench:peers W2's shape (2 runs
  * a millisecond, 8 s ahead) about 6 MB of the 31 MB the worker held (heap snapshot,
- * bench/lag-stages.ts). Here an instant costs a small array, a map entry and a slot of a
+ * bench/probes/lag-stages.ts). Here an instant costs a small array, a map entry and a slot of a
  * heap of numbers; an item, one array slot. There is no `delete`: a held run leaves only
  * when it starts, or when the worker lets go of everything (`fireAll`).
  */

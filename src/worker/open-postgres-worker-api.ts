@@ -1,7 +1,7 @@
 /**
  * `openPostgresWorkerApi` for the package entry and the CLI, loading the PostgreSQL store (and
  * the server modules it runs on) only when called: an HTTP-only SDK user's import of the
- * package stays ~30 ms instead of ~240 (measured on dist/, thirty-eighth session).
+ * package stays ~30 ms instead of ~240 (measured on dist/).
  */
 import type { PostgresWorkerApi, PostgresWorkerApiOptions } from './postgres-direct.js';
 

@@ -12,7 +12,7 @@
  * process grants and then abandons is re-offered by the scheduler's lease sweep, which reads
  * every node's leases from the database. What it saves is the server's and the SDK's HTTP
  * work per run: a W3 drain on PostgreSQL costs the two Node processes ~71 us of CPU per run
- * over HTTP (docs/benchmarks.md), and the store's calls alone ~10.
+ * over HTTP (docs/benchmarks-peers.md), and the store's calls alone ~10.
  *
  * Differences a user sees: the worker's process holds PostgreSQL connections (up to
  * `poolSize`, plus one for LISTEN); its attempt and stale-token counters are in this
@@ -50,7 +50,7 @@ const checkHeartbeatBody = Compile(HeartbeatBody);
 const poolSizeDefault = 4;
 
 export interface PostgresWorkerApiOptions {
-  /** The database the tickler servers use (`TICKLER_PG_URL` of `tickler serve --store postgres`). */
+  /** The database the tickler servers use (`--store` / `TICKLER_STORE` of `tickler serve`). */
   url: string;
   /** Their schema; default `public`. */
   schema?: string;

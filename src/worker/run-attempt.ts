@@ -159,7 +159,7 @@ export class RunAttempt {
    * Runs the handler and reports its outcome, then tells the worker (`onAttemptDone`); never
    * throws. A handler that returns at once (not a promise) settles in the same call, with no
    * promise or microtask of its own: a herd of quick handlers starts for about half the
-   * worker's CPU per run (bench/worker-herd-cost.ts). What is left per run until the completion's answer is the
+   * worker's CPU per run (bench/probes/worker-herd-cost.ts). What is left per run until the completion's answer is the
    * completion's promise chain, which holds the attempt and nothing else.
    */
   execute(): void {
@@ -175,7 +175,7 @@ export class RunAttempt {
     }
     // The first heartbeat is due a third of the lease from now, but armed only for a handler
     // that returns a promise: one that returns at once needs none, and arming it (a clock timer
-    // for an instant of its own, then cancelling it) cost ~4 us per run (bench/worker-herd-cost.ts
+    // for an instant of its own, then cancelling it) cost ~4 us per run (bench/probes/worker-herd-cost.ts
     // --ready). A handler busy for long before it returns still beats at once after.
     const heartbeatDueMs = this.dependencies.clock.nowMs() + this.heartbeatIntervalMs;
     let returned: unknown;

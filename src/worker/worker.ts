@@ -79,7 +79,7 @@ export interface WorkerOptions {
   /**
    * With fewer than a quarter of the slots free (and a handler running or a run held), how
    * long to wait for more before leasing (real time, like `waitS`). Default 5. Leasing ahead
-   * without it asked for one or two runs per request (bench/lag-stages.ts at 2,000 runs/s:
+   * without it asked for one or two runs per request (bench/probes/lag-stages.ts at 2,000 runs/s:
    * 9,100 lease requests for 20,000 runs; lingering, 1,370 and ~35 % less server CPU per run).
    */
   leaseLingerMs?: number;
@@ -87,7 +87,7 @@ export interface WorkerOptions {
    * With fewer completions waiting than a quarter of the slots and prefetch places, how long
    * after the previous completion request the next waits for more (real time). Default 10;
    * 0 sends each batch the moment the previous one is answered. A worker whose runs end
-   * further apart than this sends each completion at once. Without it a stream of runs (bench/
+   * further apart than this sends each completion at once. Without it a stream of runs (bench/probes/
    * lag-stages.ts, 2,000 a second on PostgreSQL) was completed 5.6 runs a request, and the
    * requests were half the server's CPU per run.
    */
@@ -148,7 +148,7 @@ const completionLingerMsDefault = 10;
  * After a hold lease that found fewer runs ahead than it had places for, the next waits this
  * long (at most a quarter of `leaseAheadMs`). With none, a stream entering the window (bench:peers
  * W2: 2,000 runs a second) was leased as it entered: 4,762 leases of 4.2 runs for 20,000 runs,
- * ~400 µs of server CPU and ~200 µs of the worker's per run (bench/lag-stages.ts).
+ * ~400 µs of server CPU and ~200 µs of the worker's per run (bench/probes/lag-stages.ts).
  */
 const holdLingerMsMax = 100;
 /** `holdAheadMax` at most. */
@@ -156,13 +156,13 @@ export const holdAheadMaxLimit = 100_000;
 /**
  * Handlers started per event-loop turn at most: quick handlers free their slots in
  * microtasks, so a released herd would otherwise start in one cascade with no completion sent
- * until its end (bench/worker-herd-cost.ts, docs/benchmarks.md "A herd held by its worker").
+ * until its end (bench/probes/worker-herd-cost.ts).
  */
 const startsPerTurnMax = 500;
 /**
- * Two parked long-polls: on bench:peers W2's shape (bench/lag-stages.ts, 2,000 timers a
+ * Two parked long-polls: on bench:peers W2's shape (bench/probes/lag-stages.ts, 2,000 timers a
  * second) dispatch -> lease p99 went from 1-3 ms to 0-1 ms and fire -> handler p99 from 4-5
- * to 3-4 ms; see docs/benchmarks.md.
+ * to 3-4 ms (docs/benchmarks.md, "Figures behind the defaults").
  */
 const longPollsDefault = 2;
 const longPollsMax = 8;
@@ -323,7 +323,7 @@ class PullWorker implements Worker {
       : { ms: completionLingerMs, items: Math.ceil((options.concurrency + prefetch) / 4) });
     this.heartbeats = heartbeatBatcher(this.client, routeMissing('POST /v1/runs:heartbeat'));
     // One for every attempt: an object and a closure per run were garbage the worker's
-    // scavenges paid for (docs/benchmarks.md, fourteenth session).
+    // scavenges paid for.
     this.attemptDependencies = {
       completions: this.completions,
       heartbeats: this.heartbeats,

@@ -39,7 +39,7 @@ function runBench(args: string[]): Promise<{ code: number | null; stdout: string
 
 test('every benchmark runs in --quick mode and answers well-formed figures', { timeout: 900_000 }, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'tickler-bench-smoke-'));
-  // The cluster benchmarks (issue 4) need PostgreSQL; without it they are left out, and said so.
+  // The cluster benchmarks need PostgreSQL; without it they are left out, and said so.
   const postgresMissing = await postgresUnavailableReason();
   if (postgresMissing !== undefined) t.diagnostic(`cluster benchmarks skipped: ${postgresMissing}`);
   const expected = benchmarks.filter((benchmark) => postgresMissing === undefined || !benchmark.name.startsWith('cluster-'));

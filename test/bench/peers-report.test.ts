@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { chartFooter, renderReport } from '../../bench/peers/report.js';
+import { chartFooter, handWrittenPart, renderReport } from '../../bench/peers/report.js';
 import { figure, type ResultsFile, type WorkloadRun } from '../../bench/peers/results.js';
 import { throughputWorkload } from '../../bench/peers/workloads/timing.js';
 
@@ -45,4 +45,12 @@ test('a chart\'s footer dates and names the machine of its own runs, not the las
   assert.equal(chartFooter('W3', [at('2026-11-29T10:00:00.000Z', run('bullmq', 1, undefined)), at('2026-12-01T10:00:00.000Z', run('pg-boss', 1, undefined))]),
     '2026-11-29 to 2026-12-01 · machine not recorded · npm run bench:peers -- --workload W3 --system all');
   assert.match(chartFooter('W3', [run('tickler-sqlite', 1, intel), run('bullmq', 1, epyc)]), /^2026-12-03 · more than one machine · /);
+});
+
+test('the hand-written part of a report survives its rewrite word for word', () => {
+  const handWritten = '## What the figures say\n\nW3 on PostgreSQL: not met, and why.';
+  const report = renderReport(results([run('tickler-sqlite', 20_000, intel)]), [throughputWorkload], handWritten);
+  assert.equal(handWrittenPart(report), handWritten);
+  assert.equal(renderReport(results([run('tickler-sqlite', 20_000, intel)]), [throughputWorkload], handWrittenPart(report)), report);
+  assert.equal(handWrittenPart('# a report written before the markers'), '');
 });

@@ -1,4 +1,4 @@
-// Smoke run of the side-by-side harness (issue 5) with tiny counts, so it cannot rot: the
+// Smoke run of the side-by-side harness (bench:peers) with tiny counts, so it cannot rot: the
 // real command, as a process, against tickler-sqlite and the first peer whose service
 // answers; the results file must hold well-formed, correct runs for both. Never a timing test.
 import assert from 'node:assert/strict';

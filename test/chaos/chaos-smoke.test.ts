@@ -1,5 +1,5 @@
 /**
- * The 60-second chaos run with a fixed seed (issue 4): real scheduler, API and worker
+ * The 60-second chaos run with a fixed seed (docs/chaos.md): real scheduler, API and worker
  * processes on PostgreSQL, faults injected, the history checked. Skipped with a message
  * where PostgreSQL is not reachable, unless TICKLER_REQUIRE_PG=1 (CI), which fails instead.
  * The run takes ports, a PostgreSQL cluster and an artifacts directory of its own

@@ -1,4 +1,4 @@
-// The DST and calendar rules of issue 3, one row per rule: the README's New York examples,
+// The DST and calendar rules, one row per rule: docs/schedules.md's New York examples,
 // a 30-minute shift (Lord Howe), Europe, the southern hemisphere, and the calendar corners
 // (leap days, month ends, L, #, W, Vixie's day-field rule). A skipped (gap: skip) occurrence
 // is written with a trailing "!".
@@ -18,7 +18,7 @@ interface Row {
 
 const rows: Row[] = [
   // New York, spring forward 2026-03-08 02:00 EST -> 03:00 EDT.
-  { name: 'NY gap shift (README)', cron: '30 2 * * *', tz: 'America/New_York', after: '2026-03-07T12:00:00Z',
+  { name: 'NY gap shift (schedules.md)', cron: '30 2 * * *', tz: 'America/New_York', after: '2026-03-07T12:00:00Z',
     expected: ['2026-03-08T07:30:00.000Z', '2026-03-09T06:30:00.000Z'] },
   { name: 'NY gap skip', cron: '30 2 * * *', tz: 'America/New_York', dst: { gap: 'skip' }, after: '2026-03-07T12:00:00Z',
     expected: ['2026-03-08T07:30:00.000Z!', '2026-03-09T06:30:00.000Z'] },
@@ -33,11 +33,11 @@ const rows: Row[] = [
   { name: 'NY hourly (interval-like) has no 02:00 on the gap day', cron: '@hourly', tz: 'America/New_York',
     after: '2026-03-08T05:30:00Z', expected: ['2026-03-08T06:00:00.000Z', '2026-03-08T07:00:00.000Z'] },
   // New York, fall back 2026-11-01 02:00 EDT -> 01:00 EST.
-  { name: 'NY repeat first (README)', cron: '30 1 * * *', tz: 'America/New_York', after: '2026-10-31T12:00:00Z',
+  { name: 'NY repeat first (schedules.md)', cron: '30 1 * * *', tz: 'America/New_York', after: '2026-10-31T12:00:00Z',
     expected: ['2026-11-01T05:30:00.000Z', '2026-11-02T06:30:00.000Z'] },
-  { name: 'NY repeat last (README)', cron: '30 1 * * *', tz: 'America/New_York', dst: { repeat: 'last' },
+  { name: 'NY repeat last (schedules.md)', cron: '30 1 * * *', tz: 'America/New_York', dst: { repeat: 'last' },
     after: '2026-10-31T12:00:00Z', expected: ['2026-11-01T06:30:00.000Z', '2026-11-02T06:30:00.000Z'] },
-  { name: 'NY repeat both (README)', cron: '30 1 * * *', tz: 'America/New_York', dst: { repeat: 'both' },
+  { name: 'NY repeat both (schedules.md)', cron: '30 1 * * *', tz: 'America/New_York', dst: { repeat: 'both' },
     after: '2026-10-31T12:00:00Z', expected: ['2026-11-01T05:30:00.000Z', '2026-11-01T06:30:00.000Z', '2026-11-02T06:30:00.000Z'] },
   { name: 'NY interval-like fires on both passes', cron: '*/30 * * * *', tz: 'America/New_York', after: '2026-11-01T04:45:00Z',
     expected: ['2026-11-01T05:00:00.000Z', '2026-11-01T05:30:00.000Z', '2026-11-01T06:00:00.000Z',

@@ -1,8 +1,8 @@
-// Property tests over many zones and years (issue 3): occurrences strictly increase, none at
+// Property tests over many zones and years: occurrences strictly increase, none at
 // or before `after`, no duplicate instants; the expected count per local day for fixed-time
 // daily schedules under each DST rule; counting equals enumerating; and an oracle that
 // knows nothing of our transition finder: it walks real time minute by minute through Intl
-// and applies the rules of issue 3 to what it sees.
+// and applies the DST rules of docs/schedules.md to what it sees.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';

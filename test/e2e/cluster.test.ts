@@ -1,4 +1,4 @@
-// Many nodes on PostgreSQL (issue 4 items 3–5), as real `tickler serve` processes on a fresh
+// Many nodes on PostgreSQL (docs/operations.md, "How a cluster holds together"), as real `tickler serve` processes on a fresh
 // database with short leases (TTL 2 s, renew every 500 ms, margin 500 ms): three scheduler
 // nodes converge to fair shares; a node stopped with SIGTERM hands its shards over within a
 // renew cycle or two; one killed with -9 has its shards owned again within TTL + 2 s; one

@@ -46,7 +46,7 @@ test('an SDK worker runs a timer once at its time, and the ledger shows it', asy
     worker.start();
     try {
       await client.advanceClock(59);
-      // A lone timer is not a herd: it is not written ahead (README "A herd of one-shot timers").
+      // A lone timer is not a herd: it is not written ahead (docs/tuning.md, "The server: dispatch").
       assert.deepEqual(await runsOf(client, job.job_id), [], 'nothing before its time');
       await client.advanceClock(1);
       const done = await eventually(async () => {

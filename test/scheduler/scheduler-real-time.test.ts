@@ -2,7 +2,7 @@
 // check failed because the renewal is late) must give the event loop back. Under the virtual
 // clock no time passes inside a pass; in real time the held-back timers came due again while
 // the pass still ran, the pass never ended, and the renewal that would have let them fire —
-// and SIGTERM — never ran (docs/benchmarks.md, cluster finding 4: schedulers stuck for 10 minutes).
+// and SIGTERM — never ran (the cluster benchmarks once saw schedulers stuck for 10 minutes).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -110,7 +110,7 @@ test('in real time the wake is armed for the earliest timer itself, not for the 
     await scheduler.start();
     try {
       const wakes = clock.armedAtMs.filter((atMs) => atMs >= tickStartMs && atMs < tickStartMs + 10);
-      // Until the fourth session the wake waited for the tick's last timer: 5 ms late for the first.
+      // A wake at the tick's last timer would be 5 ms late for the first.
       assert.deepEqual(wakes, [tickStartMs + 3]);
     } finally {
       await scheduler.stop();

@@ -1,4 +1,4 @@
-// Shard ownership across two scheduler nodes on PostgreSQL (issue 4): fair shares, and a
+// Shard ownership across two scheduler nodes on PostgreSQL: fair shares, and a
 // dead node's shards taken over at the instant its lease and membership expire, not at the
 // survivor's next regular cycle. Each node has its own virtual clock; a node is "dead" when
 // its clock stops moving (its timers never run again), as after kill -9.

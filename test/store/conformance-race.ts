@@ -1,4 +1,4 @@
-// Two connections racing on the same rows (TESTING.md "store conformance", issue 4 item 2):
+// Two connections racing on the same rows (TESTING.md "store conformance"):
 // every case runs the same operation from two store instances on one database at once and
 // checks that exactly one wins and the loser changes nothing. Any store whose handle offers
 // `openPeer` can run it: `runRaceConformance(name, open)`.

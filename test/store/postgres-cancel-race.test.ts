@@ -3,7 +3,7 @@
 // Under READ COMMITTED a statement that waited for a row lock reads the locked row's new
 // version but every other table as of its start: a one-statement cancel found the job naming
 // its run written ahead, yet not the run, and the run fired at its time (bench:peers W5 on
-// PostgreSQL, seventeenth session: 64 jobs cancelled before their due time fired anyway).
+// PostgreSQL once saw 64 jobs cancelled before their due time fire anyway).
 // The same holds for the next timer a dispatch of a recurring job writes while the cancel
 // waits: the cancel must delete it. Real PostgreSQL; a third connection holds the job's lock
 // so that the dispatch and the cancel queue behind it in that order.

@@ -4,7 +4,7 @@
 // selectivities (0.5 % of rows for `team = x`, 99.5 % for `x IS NOT NULL`), and a statement
 // that leaves it a choice may read a team's every row for one, or sort every expired lease to
 // keep fifty. Each test explains a statement as the store sends it, on its connection and in
-// its transaction (settings included), just before it runs; bench/pg-plan-audit.ts measures
+// its transaction (settings included), just before it runs; bench/probes/pg-plan-audit.ts measures
 // the same statements at 100,000 jobs.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';

@@ -1,4 +1,4 @@
-// What only the PostgreSQL store has (issue 4): migrations racing from several nodes, timer
+// What only the PostgreSQL store has: migrations racing from several nodes, timer
 // partitions created ahead and dropped when past and empty, notifications across store
 // instances, shard-lease expiry by the database's clock, and outages that answer
 // `unavailable` fast and heal without a restart (a TCP proxy we control stands between the

@@ -6,8 +6,7 @@
  * The peers' packages are compiled JavaScript; so is dist/ (tsc). The sources through tsx are
  * not quite the same program: tsx compiles with esbuild's `keepNames`, whose `__name()` defines
  * `name` on every named closure as it is made, which costs a call and a 256-byte property table
- * each (a heap snapshot of a worker holding 15,900 runs: 5.6 MB of its 36; docs/benchmarks.md,
- * twenty-first session).
+ * each (a heap snapshot of a worker holding 15,900 runs: 5.6 MB of its 36).
  */
 import { buildIsFresh } from '../../../bin/build-fresh.js';
 import type * as ClientModule from '../../../src/worker/client.js';

@@ -34,9 +34,8 @@ export interface ProblemCount {
  * The worker's `leaseAheadMs` and `holdAheadMax`: runs already written ahead (the scheduler
  * writes a one-shot herd or dense stream 10 s ahead) are leased up to 8 s before they are ready
  * and held for their time, up to a whole W4 herd. 8 s leaves PostgreSQL the time to write and
- * lease 50,000 runs (~9 s for both on this machine; at 3 s W4's lag p99 was 3.3–5.6 s on it);
- * 3 s in the sixteenth session (the embedded store needs ~3 s), 50 ms before it (W2 alike
- * within its spread, docs/benchmarks.md).
+ * lease 50,000 runs (~9 s for both on this machine; at 3 s W4's lag p99 was 3.3–5.6 s on it,
+ * while the embedded store needs ~3 s).
  */
 const leaseAheadMs = 8_000;
 const holdAheadMax = 50_000;
@@ -78,7 +77,7 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
       'queue), long-poll wait_s 20 with two requests parked while the pool is drained (the SDK default, longPolls 2), ' +
       `leaseAheadMs ${leaseAheadMs} and holdAheadMax ${holdAheadMax} (runs already written ahead are leased up to that ` +
       'long before they are ready, on hold places of their own beyond the slots and prefetch, and started at their time ' +
-      'from a local timer, as the README advises for a herd; not on W5, whose cancels must stop a job until its due time, ' +
+      'from a local timer, as docs/tuning.md advises for a herd; not on W5, whose cancels must stop a job until its due time, ' +
       'while a run leased ahead is its worker\'s), completions in batches (one in flight, a small one lingering up to ' +
       '10 ms after the last: the SDK defaults), ' +
       (this.workersDirect
@@ -140,7 +139,7 @@ export class TicklerAdapter implements SystemAdapter, CoalescedCreates {
       pool,
       concurrency: workerConcurrency,
       prefetch: workerConcurrency,
-      // W5 cancels up to the due time: a run leased ahead is its worker's (README, "Leasing ahead").
+      // W5 cancels up to the due time: a run leased ahead is its worker's (docs/tuning.md, `leaseAheadMs`).
       ...(options.cancelsUntilDue === true ? {} : { leaseAheadMs, holdAheadMax }),
       logger,
       handler: (run) => {

@@ -1,4 +1,4 @@
-/** Every workload of issue 5, in the order `--workload all` runs them. */
+/** Every workload, in the order `--workload all` runs them. */
 import type { Workload } from './common.js';
 import { cancelWorkload, createWorkload } from './lifecycle.js';
 import { recurringWorkload } from './recurring.js';

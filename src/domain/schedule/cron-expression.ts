@@ -1,5 +1,5 @@
 /**
- * The cron grammar of issue 3, parsed into sets over wall-clock fields. Our own parser
+ * The cron grammar (docs/schedules.md), parsed into sets over wall-clock fields. Our own parser
  * rather than croner's, because the DST rules need the fields themselves (is the hour field
  * a `*`?) and because hostile input must cost linear time and fail only with a TicklerError.
  *
@@ -42,7 +42,7 @@ export interface CronExpression {
   /** A day field not starting with `*` or `?` restricts; both restricted means either matches (Vixie). */
   readonly dayOfMonthRestricted: boolean;
   readonly dayOfWeekRestricted: boolean;
-  /** Second, minute or hour field begins with `*` (Vixie cron's split, issue 3). */
+  /** Second, minute or hour field begins with `*` (Vixie cron's split). */
   readonly intervalLike: boolean;
 }
 

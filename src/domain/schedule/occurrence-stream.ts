@@ -1,5 +1,5 @@
 /**
- * The occurrences of a cron schedule in a time zone, with issue 3's DST rules. Real time is
+ * The occurrences of a cron schedule in a time zone, with the DST rules of docs/schedules.md. Real time is
  * cut into segments of constant UTC offset (between two zone transitions); inside a segment
  * an instant occurs when its wall time matches. The rules only act next to a transition T
  * that moves the offset from `before` to `after`:

@@ -1,7 +1,7 @@
 /**
  * Time zones without a clock: the UTC offset of an IANA zone at an instant, and the zone's
  * transitions (DST changes, zone redefinitions), read from the runtime's ICU data through
- * Intl. Schedules need transitions, not just offsets, because the DST rules of issue 3 are
+ * Intl. Schedules need transitions, not just offsets, because the DST rules (docs/schedules.md) are
  * stated in terms of "the offset in force before the transition".
  *
  * Intl answers only "what is the wall time at this instant", so transitions are found by

@@ -12,7 +12,7 @@ import type { Logger } from '../../obs/log.js';
 import { TicklerError, isTicklerError } from '../../errors.js';
 import type { LoadedTimer } from '../store.js';
 
-/** A connection attempt gives up after this long; an outage must answer fast (issue 4 item 5). */
+/** A connection attempt gives up after this long; an outage must answer fast (`503 unavailable`). */
 export const connectTimeoutMs = 2_000;
 /**
  * A call waits this long for a pooled connection when all are busy. pg-pool uses one
@@ -83,7 +83,7 @@ export function withDefaultUser(url: string): string {
  * JIT is off on the store's connections. Every statement here reads a few rows by key, and
  * JIT is chosen by estimated cost: with statistics behind the tables (a bulk create, a schema
  * analyzed empty) a 2 ms read was costed high enough to be compiled, 407 ms of its 500
- * (bench/pg-plan-audit.ts, findSilentJobs). PostgreSQL 15 has JIT on by default.
+ * (bench/probes/pg-plan-audit.ts, findSilentJobs). PostgreSQL 15 has JIT on by default.
  */
 const sessionSettings = '-c jit=off';
 

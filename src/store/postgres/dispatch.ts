@@ -142,7 +142,7 @@ function isStale(token: string, currentToken: string | undefined): boolean {
  * bumps the token waits for the dispatches in flight on its shards, and they commit before
  * it or see its token; a renewal or release, which changes only `expires_at` or `node_id`,
  * never waits behind a dispatch (a renewal stuck behind dispatches on a busy node let its
- * leases lapse locally, and the node stopped firing: docs/benchmarks.md, cluster finding 4).
+ * leases lapse locally, and the node stopped firing).
  */
 export const shardFenceSql =
   'SELECT shard, token::text AS token FROM shard_leases WHERE shard = ANY($1::int[]) ORDER BY shard FOR KEY SHARE';

@@ -34,7 +34,7 @@ export async function listRuns(context: StoreContext, filter: RunListFilter): Pr
   // FROM` (the same, as `team` is never null), which no index serves. With `team =` and the
   // statistics behind the table (a schema analyzed empty, then filled), the plan ANDed the
   // team's whole runs_team range with the job's entries: 231,000 read for 1 run, 37 ms against
-  // 0.1 (bench/pg-plan-audit.ts).
+  // 0.1 (bench/probes/pg-plan-audit.ts).
   if (filter.team !== null) {
     conditions.push(filter.jobId === undefined ? `r.team = ${bind(filter.team)}` : `r.team IS NOT DISTINCT FROM ${bind(filter.team)}`);
   }

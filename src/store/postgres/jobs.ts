@@ -215,8 +215,8 @@ export function changeJob(context: StoreContext, change: JobChange): Promise<Job
  * A statement that waited for a job's lock reads the job as it is after the lock (READ
  * COMMITTED re-reads a locked row) but every other table as of the statement's start: a run a
  * dispatch wrote ahead while the cancel waited on that dispatch's lock of the job is named, yet
- * not there to take back (bench:peers W5, seventeenth session: 64 jobs cancelled before their
- * due time fired). Also a run already due or leased, which stays.
+ * not there to take back (bench:peers W5 once saw 64 jobs cancelled before their due time
+ * fire). Also a run already due or leased, which stays.
  */
 const unseenRunsAheadCte = `unseen AS MATERIALIZED (
      SELECT o.old_job_id, o.old_ahead_run_id FROM old o
@@ -346,7 +346,7 @@ export async function cancelJobs(context: StoreContext, team: TeamScope, jobIds:
  * as "C" (schema version 9); under the database's collation (C.UTF-8 is not "C" to PostgreSQL
  * 15) it was no index condition, and with statistics behind a bulk create the plan read every
  * job of the team (42-56 ms at 60,000-100,000 jobs, 9-17 ms with fresh statistics; 1.4-6 ms
- * now; bench/pg-stale-plan-cost.ts).
+ * now; bench/probes/pg-stale-plan-cost.ts).
  */
 export async function cancelJobsByKeyPrefix(context: StoreContext, team: string, prefix: string,
   nowMs: number): Promise<number> {

@@ -3,10 +3,10 @@
  * the head of the pool's queue with `FOR UPDATE SKIP LOCKED`; two claimers at once both walk
  * that head, and the second locks-and-skips every run the first holds, and then every index
  * entry the first left dead, before it finds its own. Measured through the Store alone
- * (`bench/pg-store-cost.ts`, 20,000 runs, leases of 50): 40-54 us of PostgreSQL CPU per run
+ * (`bench/probes/pg-store-cost.ts`, 20,000 runs, leases of 50): 40-54 us of PostgreSQL CPU per run
  * leased with one claimer, 62 with two, 71-94 with four and 118 with eight; two claimers lease
  * a little faster than one on an idle database, four and more no faster (docs/benchmarks.md,
- * "Many workers on one pool").
+ * "Figures behind the defaults").
  *
  * So a pool has one lease statement in flight per node: a lease that finds the pool idle
  * runs at once, exactly as before; leases arriving while one runs wait for it, and then go

@@ -1,5 +1,5 @@
 /**
- * Store notifications across processes (issue 4 item 1): `onRunsReady(pool)` wakes
+ * Store notifications across processes: `onRunsReady(pool)` wakes
  * long-polling workers on every API node, `onNearTimers` carries freshly written near timers
  * to the shard's owner wherever it runs.
  *

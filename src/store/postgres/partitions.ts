@@ -1,5 +1,5 @@
 /**
- * Daily range partitions of `timers` on `fire_at` (issue 4 item 1). A cancel deletes its
+ * Daily range partitions of `timers` on `fire_at` (DESIGN.md "Storage"). A cancel deletes its
  * timer row; the dead tuple leaves with its partition, which is dropped once its day has
  * passed and it is empty (an overdue timer keeps it alive until fired). Partitions are
  * created a few days ahead; the default partition catches far-future and unpartitioned past

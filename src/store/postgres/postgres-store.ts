@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL store (issue 4): many tickler processes over one database. This file wires
+ * The PostgreSQL store: many tickler processes over one database. This file wires
  * the pieces: the pool (connection.ts), migrations (schema.ts), timer partitions
  * (partitions.ts), notifications across processes (notifier.ts), and the query modules that
  * implement each Store method. It holds no SQL of its own beyond the health check.

@@ -114,7 +114,7 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
     // index predicates included) writes a new entry into every index of that table; the
     // indexes of runs keyed on status, ready_at and lease_expires_at made every lease and
     // completion rewrite all six (run_id, job, team, active, running, leasable): 0 HOT of
-    // 40,000 run updates in bench/pg-store-cost.ts. Now runs is indexed only on columns that
+    // 40,000 run updates in bench/probes/pg-store-cost.ts. Now runs is indexed only on columns that
     // never change (run_id, job_id, team, scheduled_at); active_runs holds one row per ready,
     // running or waiting run (exactly the runs whose finished_at is NULL) with its due time
     // (ready_at, or the lease's expiry while running), and a run leaves it when it ends.
@@ -163,7 +163,7 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
     // Dispatch updates each job it fires (its next timer, or done for a one-shot), and
     // jobs_without_timer's predicate named state and timer_id, which that update changes, so
     // no such update was HOT: each wrote a new copy of the job, spec included, into a new
-    // page and an entry into every index of jobs (0 HOT of 20,000 in bench/pg-store-cost.ts).
+    // page and an entry into every index of jobs (0 HOT of 20,000 in bench/probes/pg-store-cost.ts).
     // The predicate now reads a stored generated column whose value such an update leaves
     // alone (false before and after); fillfactor leaves room on each page for a job's next
     // version. Adding the column rewrites the table once, under the migration's lock.
@@ -230,7 +230,7 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
   {
     // The held runs, which the reconciler's pass (worker-runs.ts releaseStrandedHeldRuns) reads
     // every time: without it the pass walked every queue row (17-32 ms at 25,000, with fresh
-    // statistics as well; bench/pg-stale-plan-cost.ts). Few: a buffer_one job's next occurrence
+    // statistics as well; bench/probes/pg-stale-plan-cost.ts). Few: a buffer_one job's next occurrence
     // while its run is active. Every update of a queue row already changes an indexed column
     // (status or due_at), so none was HOT to lose, and a row has an entry only while held.
     // Built in 14 ms at 25,000 queue rows.

@@ -272,7 +272,7 @@ export async function releaseHeldOf(tx: Transaction, jobs: readonly { jobId: str
  * order), by a statement that checks again what it found. The reconciler runs it every pass,
  * and held runs are few: they are read in job_id order down active_runs_held (schema version
  * 10), whose predicate `q.held` implies; it walked every queue row before (17-35 ms at 25,000
- * to 45,000, with fresh statistics too; 1.5-2.6 ms now; bench/pg-stale-plan-cost.ts).
+ * to 45,000, with fresh statistics too; 1.5-2.6 ms now; bench/probes/pg-stale-plan-cost.ts).
  */
 export function releaseStrandedHeldRuns(context: StoreContext, nowMs: number, limit: number):
   Promise<{ runId: string; jobId: string }[]> {

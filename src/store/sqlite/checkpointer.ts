@@ -24,7 +24,7 @@
  * left and the next commit starts the WAL over. It cost 1-12 ms of the loop once a second at
  * ~20,000 runs/s and kept W3's WAL at 123-159 MB (W7's store, 1,000,000 pending: 1,362 ->
  * 673 MB on disk), W2's lag p99 unchanged; a store that pauses between writes starts its WAL
- * over by itself and never gets here (docs/benchmarks.md, twenty-eighth session).
+ * over by itself and never gets here.
  *
  * It runs at most once per `intervalMs` of writing and only after a commit, so an idle store
  * never wakes the thread; the thread starts on the first checkpoint (a store that writes

@@ -24,7 +24,7 @@ import { atomically } from './atomically.js';
 
 /**
  * A leasable run as the lease query answers it, in column order: the query runs in raw mode
- * (arrays, not objects). Measured (bench/sqlite-store-cost.ts, 30,000 runs, alternated): a
+ * (arrays, not objects). Measured (bench/probes/sqlite-store-cost.ts, 30,000 runs, alternated): a
  * lease from 12.4-12.7 to 10.1-12.2 us of wall time per run; an ad-hoc loop of the query
  * alone, 3.6 to 2.3 us per row.
  */

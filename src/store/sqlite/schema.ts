@@ -273,7 +273,7 @@ const migrations: readonly string[] = [
   `
   -- v5: the jobs the dead man's switch watches, so the reconciler's pass (reads.ts
   -- findSilentJobs) reads these rows instead of scanning every job: 381 ms a minute on the
-  -- event loop with 1,000,000 active jobs (bench/silence-scan-cost.ts). A column the writes
+  -- event loop with 1,000,000 active jobs (bench/probes/silence-scan-cost.ts). A column the writes
   -- set, not an index on json_extract(spec, ...): that parsed every job's spec on insert,
   -- ~0.85 us more per create (~6 %).
   ALTER TABLE jobs ADD COLUMN max_silence_s INTEGER;
@@ -285,7 +285,7 @@ const migrations: readonly string[] = [
   -- v6: run_events without AUTOINCREMENT. Every dispatch, lease and completion appends an
   -- event, and AUTOINCREMENT made each of those inserts read and rewrite the table's row in
   -- sqlite_sequence too: a page more in the WAL per transaction, and measured (alternated,
-  -- bench/sqlite-store-cost.ts) ~0.5 us per lease, ~1 us per completion, ~0.4 us per
+  -- bench/probes/sqlite-store-cost.ts) ~0.5 us per lease, ~1 us per completion, ~0.4 us per
   -- dispatched run. A plain INTEGER PRIMARY KEY takes one more than the largest id; events
   -- are never deleted, so no id a reader has seen is issued again. The ids are kept.
   ALTER TABLE run_events RENAME TO run_events_v5;

@@ -324,7 +324,7 @@ export class SqliteStore implements Store {
   /**
    * Scans the jobs a range of seqs at a time, the event loop getting a turn between ranges:
    * in one statement the scan held the loop 405–424 ms each minute with 1,000,000 active jobs
-   * (bench/silence-scan-cost.ts), every timer due meanwhile firing that much late.
+   * (bench/probes/silence-scan-cost.ts), every timer due meanwhile firing that much late.
    */
   async findJobsWithoutTimer(limit: number): Promise<JobRecord[]> {
     const found: JobRecord[] = [];

@@ -1,9 +1,9 @@
 /**
  * What the reconciler's two scans cost on a large embedded store: the timer check
- * (`findJobsWithoutTimer`, since the first sessions) and the dead man's switch
+ * (`findJobsWithoutTimer`) and the dead man's switch
  * (`findSilentJobs`), each run once a minute on the event loop by the reconciler.
  *
- *   node --import tsx bench/silence-scan-cost.ts [--jobs 1000000] [--watched 1000]
+ *   node --import tsx bench/probes/silence-scan-cost.ts [--jobs 1000000] [--watched 1000]
  *
  * Creates `jobs` recurring jobs (every minute), `watched` of them with `max_silence_s`, then
  * times each scan three times: its whole time, and the longest the event loop was held
@@ -14,8 +14,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { openSqliteStore } from '../src/store/sqlite/index.js';
-import { jobRecord, jobSpec, t0Ms, timerAt } from '../test/store/conformance-fixtures.js';
+import { openSqliteStore } from '../../src/store/sqlite/index.js';
+import { jobRecord, jobSpec, t0Ms, timerAt } from '../../test/store/conformance-fixtures.js';
 
 const { values } = parseArgs({ options: { jobs: { type: 'string', default: '1000000' }, watched: { type: 'string', default: '1000' } } });
 const jobCount = Number(values.jobs);

@@ -1,11 +1,12 @@
 /**
- * What it costs to hand the store's work to a thread of its own (findings.md, "what would make
- * the engine faster"): a batch of N completion items posted to a worker_threads Worker, which
- * answers one brief result per item, as a store thread would. Prints the round trip with one
- * batch in flight and the main thread's CPU per item (the part the HTTP thread would still pay),
- * so the idea can be judged against the ~48 µs per run the server spends on W3 today.
+ * What it costs to hand the store's work to a thread of its own (a store thread was built,
+ * measured slower and not kept: docs/benchmarks.md, "Tried and did not help"): a batch of N
+ * completion items posted to a worker_threads Worker, which answers one brief result per item,
+ * as a store thread would. Prints the round trip with one batch in flight and the main thread's
+ * CPU per item (the part the HTTP thread would still pay), so the idea can be judged against the
+ * server's CPU per run on bench:peers W3.
  *
- *   node --import tsx bench/thread-hop-cost.ts [--batch 100] [--rounds 20000]
+ *   node --import tsx bench/probes/thread-hop-cost.ts [--batch 100] [--rounds 20000]
  */
 import { parseArgs } from 'node:util';
 import { Worker } from 'node:worker_threads';

@@ -9,15 +9,15 @@
  *   - `single`: the same 64 callers without `coalesceCreates`, a POST /v1/jobs each (W1 plain).
  * Jobs are due in an hour, so nothing fires. A warm-up of `--warmup` creates comes first.
  *
- *   node --import tsx bench/create-cpu-split.ts [--store sqlite|postgres] [--mode batch|coalesced|single]
+ *   node --import tsx bench/probes/create-cpu-split.ts [--store sqlite|postgres] [--mode batch|coalesced|single]
  *     [--creates 100000] [--warmup 20000] [--lanes 2] [--clients 1] [--cpu-prof-dir DIR]
  *
  * `TICKLER_BENCH_CLI=/other/tree/bin/tickler.js` runs another tree's server (built) for an A/B;
  * run the two alternately, as the load of a shared machine moves every figure.
  */
 import { parseArgs } from 'node:util';
-import { TicklerClient } from './peers/systems/tickler-sdk.js';
-import { postgresCpuMs, processCpuMs } from './proc-cpu.js';
+import { TicklerClient } from '../peers/systems/tickler-sdk.js';
+import { postgresCpuMs, processCpuMs } from '../proc-cpu.js';
 import { startStoreServer } from './store-server.js';
 
 const { values: options } = parseArgs({

@@ -6,15 +6,15 @@
  * completions, of the server, of PostgreSQL (all its processes, from /proc, so PostgreSQL must
  * run here) and of this process, which runs the workers.
  *
- *   node --import tsx bench/many-workers.ts [--store postgres|sqlite] [--workers 8]
+ *   node --import tsx bench/probes/many-workers.ts [--store postgres|sqlite] [--workers 8]
  *     [--concurrency 10] [--runs 50000] [--cpu-prof-dir DIR]
  *
  * `TICKLER_BENCH_CLI=/other/tree/bin/tickler.js` runs another tree's server (built) for an A/B;
  * run the two alternately, as the load of a shared machine moves every figure.
  */
 import { parseArgs } from 'node:util';
-import { createWorker, TicklerClient } from './peers/systems/tickler-sdk.js';
-import { postgresCpuMs, processCpuMs } from './proc-cpu.js';
+import { createWorker, TicklerClient } from '../peers/systems/tickler-sdk.js';
+import { postgresCpuMs, processCpuMs } from '../proc-cpu.js';
 import { startStoreServer } from './store-server.js';
 
 const { values: options } = parseArgs({

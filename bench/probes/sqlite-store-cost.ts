@@ -5,7 +5,7 @@
  * the WAL's growth, per run. The sibling of pg-store-cost.ts; HTTP and the worker are
  * bench:peers' W3.
  *
- *   node --import tsx bench/sqlite-store-cost.ts [--runs 50000] [--lease-max 100]
+ *   node --import tsx bench/probes/sqlite-store-cost.ts [--runs 50000] [--lease-max 100]
  *     [--dispatch-batch 500] [--complete-batch 100] [--payload-pad 0] [--store-root DIR]
  *     [--create-batch 1000] [--create-in-flight 4] [--only-create]
  *
@@ -19,7 +19,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import type { SqliteStore, SqliteStoreOptions } from '../src/store/sqlite/sqlite-store.js';
+import type { SqliteStore, SqliteStoreOptions } from '../../src/store/sqlite/sqlite-store.js';
 import { runStoreCostPhases } from './store-cost-phases.js';
 
 const { values: options } = parseArgs({
@@ -32,7 +32,7 @@ const { values: options } = parseArgs({
     'create-batch': { type: 'string', default: '1000' },
     'create-in-flight': { type: 'string', default: '4' },
     'only-create': { type: 'boolean', default: false },
-    'store-root': { type: 'string', default: resolve(import.meta.dirname, '..') },
+    'store-root': { type: 'string', default: resolve(import.meta.dirname, '../..') },
   },
 });
 const runCount = Number(options.runs);

@@ -1,13 +1,13 @@
-// A schema filled through the Store API for bench/pg-plan-audit.ts, with statistics as a new
+// A schema filled through the Store API for bench/probes/pg-plan-audit.ts, with statistics as a new
 // cluster has them: `--stats empty` analyzes the tables while empty, `none` never, `fresh` after
 // the fill. 100,000 jobs of team-a (a fifth keyed, 100 watched by max_silence_s, a tenth
 // buffer_one), 1,000 of team-b, `--dispatch` of them fired, 10,000 leased, 5,000 completed.
-//   node --import tsx bench/pg-plan-audit-setup.ts --schema pa_empty --stats empty|none|fresh [--jobs 100000]
+//   node --import tsx bench/probes/pg-plan-audit-setup.ts --schema pa_empty --stats empty|none|fresh [--jobs 100000]
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { openPostgresStore, type PostgresStore } from '../src/store/postgres/index.js';
-import type { LeasedRun } from '../src/store/store.js';
-import { fireTimersInBulk, jobRecord, jobSpec, minuteMs, t0Ms, timerAt } from '../test/store/conformance-fixtures.js';
+import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/index.js';
+import type { LeasedRun } from '../../src/store/store.js';
+import { fireTimersInBulk, jobRecord, jobSpec, minuteMs, t0Ms, timerAt } from '../../test/store/conformance-fixtures.js';
 
 /** ANALYZE of this schema's tables only (a bare ANALYZE would take every table of the database). */
 export async function analyzeSchema(client: pg.Client, schema: string): Promise<void> {

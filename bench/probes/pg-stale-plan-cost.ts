@@ -1,5 +1,5 @@
 /**
- * The statements whose plans followed stale statistics (bench/pg-plan-audit.ts), timed through
+ * The statements whose plans followed stale statistics (bench/probes/pg-plan-audit.ts), timed through
  * the Store API on a schema analyzed while empty and then filled (`--jobs` jobs of one team, a
  * hundred watched by the dead man's switch, half of them fired and leased): the reconciler's
  * silent-jobs pass, a job's run list, a cancel by key prefix naming two of the team's keyed jobs
@@ -8,7 +8,7 @@
  * lease sweep expiring every lease in batches of 1,000 as run-lease-sweeper.ts does. Prints the
  * median of `--rounds` for all but the sweep, then, with `--fresh`, those again after ANALYZE.
  *
- *   node --import tsx bench/pg-stale-plan-cost.ts [--jobs 50000] [--held 100] [--rounds 9] [--fresh] [--store-root DIR]
+ *   node --import tsx bench/probes/pg-stale-plan-cost.ts [--jobs 50000] [--held 100] [--rounds 9] [--fresh] [--store-root DIR]
  *
  * `--store-root` loads src/store/postgres from another tree (a worktree of an older commit)
  * for an A/B on the same machine; run the two alternately.
@@ -16,10 +16,10 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { withDefaultUser } from '../src/store/postgres/connection.js';
-import type { PostgresStore } from '../src/store/postgres/postgres-store.js';
+import { withDefaultUser } from '../../src/store/postgres/connection.js';
+import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { analyzeSchema, fill } from './pg-plan-audit-setup.js';
-import { minuteMs, t0Ms, timerAt } from '../test/store/conformance-fixtures.js';
+import { minuteMs, t0Ms, timerAt } from '../../test/store/conformance-fixtures.js';
 
 const { values: options } = parseArgs({
   options: {
@@ -27,7 +27,7 @@ const { values: options } = parseArgs({
     rounds: { type: 'string', default: '9' },
     held: { type: 'string', default: '100' },
     fresh: { type: 'boolean', default: false },
-    'store-root': { type: 'string', default: resolve(import.meta.dirname, '..') },
+    'store-root': { type: 'string', default: resolve(import.meta.dirname, '../..') },
   },
 });
 const jobCount = Number(options.jobs);

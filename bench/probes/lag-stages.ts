@@ -19,7 +19,7 @@
  * database's times are whole milliseconds; the handler's start is Date.now() on the same
  * clock.
  *
- *   node --import tsx bench/lag-stages.ts [--timers 20000] [--span-s 10] [--ahead-s 5]
+ *   node --import tsx bench/probes/lag-stages.ts [--timers 20000] [--span-s 10] [--ahead-s 5]
  *     [--rounds 1] [--cpu-prof DIR] [--lease-ahead-ms 0] [--hold-ahead-max 0] [--store postgres]
  *
  * `--store postgres` runs the server on a fresh database of the local PostgreSQL (as bench:peers
@@ -43,11 +43,11 @@ import { constants as perfConstants, monitorEventLoopDelay, PerformanceObserver 
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { batchJobsMax } from '../src/limits.js';
-import { createWorker } from '../src/worker/worker.js';
-import type { BenchServer } from './server-process.js';
+import { batchJobsMax } from '../../src/limits.js';
+import { createWorker } from '../../src/worker/worker.js';
+import type { BenchServer } from '../server-process.js';
 import { startStoreServer } from './store-server.js';
-import { postgresCpuMs, processCpuMs } from './proc-cpu.js';
+import { postgresCpuMs, processCpuMs } from '../proc-cpu.js';
 
 const { values: options } = parseArgs({
   options: {

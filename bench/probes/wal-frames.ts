@@ -6,7 +6,7 @@
  * what a create's fdatasync carries. Prints frames per commit by table or index (leaf and
  * interior pages apart) and the pages of the last commits.
  *
- *   node --import tsx bench/wal-frames.ts [--batch 64] [--commits 50] [--warmup 2000]
+ *   node --import tsx bench/probes/wal-frames.ts [--batch 64] [--commits 50] [--warmup 2000]
  *
  * `--batch 64` is bench:peers W1 one at a time through the coalescing client (a request of 64
  * creates a commit); `--batch 1000` its batches.
@@ -16,8 +16,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
-import { openSqliteStore } from '../src/store/sqlite/index.js';
-import { jobRecord, jobSpec, t0Ms, timerAt } from '../test/store/conformance-fixtures.js';
+import { openSqliteStore } from '../../src/store/sqlite/index.js';
+import { jobRecord, jobSpec, t0Ms, timerAt } from '../../test/store/conformance-fixtures.js';
 
 const { values: options } = parseArgs({
   options: {

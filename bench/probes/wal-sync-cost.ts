@@ -5,7 +5,7 @@
  * writes `--frames` WAL-frame-sized blocks (8 KiB page + 24 B header) and syncs; latencies are
  * of the sync alone. Not a store benchmark: a probe for whether preallocating the WAL would pay.
  *
- *   node --import tsx bench/wal-sync-cost.ts [--rounds 400] [--frames 24] [--dir DIR]
+ *   node --import tsx bench/probes/wal-sync-cost.ts [--rounds 400] [--frames 24] [--dir DIR]
  */
 import { closeSync, fdatasyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -4,17 +4,17 @@
  * ready instant (`leaseAheadMs` 3,000, `holdAheadMax` = runs) and answering completion batches
  * after `--ack-ms`. Prints handler start − ready instant (p50, p99, max) per round: what is
  * left of a herd's lag once every run is in the worker's hands before its instant, which is
- * the worker's CPU per run (docs/benchmarks.md, "A herd held by its worker").
+ * the worker's CPU per run (docs/benchmarks.md, "Figures behind the defaults").
  *
  * `--ready`: W3's shape instead, a backlog ready at once, leased as it is handled (no lease
  * ahead, each lease answered after 1 ms); prints the runs handled a second and the CPU per start.
  *
- *   node --expose-gc --import tsx bench/worker-herd-cost.ts [--runs 50000] [--ack-ms 3] [--rounds 3] [--ready]
+ *   node --expose-gc --import tsx bench/probes/worker-herd-cost.ts [--runs 50000] [--ack-ms 3] [--rounds 3] [--ready]
  */
 import { parseArgs } from 'node:util';
-import { createWorker } from '../src/worker/worker.js';
-import type { TicklerClient } from '../src/worker/client.js';
-import type { CompleteBatchItem, LeasedRun, LeaseRequest } from '../src/worker/wire.js';
+import { createWorker } from '../../src/worker/worker.js';
+import type { TicklerClient } from '../../src/worker/client.js';
+import type { CompleteBatchItem, LeasedRun, LeaseRequest } from '../../src/worker/wire.js';
 
 const { values } = parseArgs({
   options: {

@@ -4,8 +4,8 @@
  * PostgreSQL (as bench:peers makes), the server started on it with `--node-id <label>`.
  * `close` stops the server and removes both.
  */
-import { createFreshDatabase, type FreshDatabase } from './peers/services.js';
-import { makeTempDir, startBenchServer, type BenchServer } from './server-process.js';
+import { createFreshDatabase, type FreshDatabase } from '../peers/services.js';
+import { makeTempDir, startBenchServer, type BenchServer } from '../server-process.js';
 
 export interface StoreServer {
   server: BenchServer;

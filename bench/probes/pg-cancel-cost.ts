@@ -6,7 +6,7 @@
  * over the whole run. The table's statistics lag the bulk create, as they do in W5, which is
  * what made a plan read a team's every job for each cancel (src/store/postgres/jobs.ts).
  *
- *   node --import tsx bench/pg-cancel-cost.ts [--jobs 50000] [--batch 64] [--callers 2]
+ *   node --import tsx bench/probes/pg-cancel-cost.ts [--jobs 50000] [--batch 64] [--callers 2]
  *     [--team team-a] [--store-root DIR]
  *
  * `--store-root` loads src/store/postgres from another tree (a worktree of an older commit)
@@ -15,9 +15,9 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { withDefaultUser } from '../src/store/postgres/connection.js';
-import type { PostgresStore } from '../src/store/postgres/postgres-store.js';
-import { createJob, minuteMs, t0Ms } from '../test/store/conformance-fixtures.js';
+import { withDefaultUser } from '../../src/store/postgres/connection.js';
+import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { createJob, minuteMs, t0Ms } from '../../test/store/conformance-fixtures.js';
 
 const { values: options } = parseArgs({
   options: {
@@ -25,7 +25,7 @@ const { values: options } = parseArgs({
     batch: { type: 'string', default: '64' },
     callers: { type: 'string', default: '2' },
     team: { type: 'string', default: 'team-a' },
-    'store-root': { type: 'string', default: resolve(import.meta.dirname, '..') },
+    'store-root': { type: 'string', default: resolve(import.meta.dirname, '../..') },
   },
 });
 const jobCount = Number(options.jobs);

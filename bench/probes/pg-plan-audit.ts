@@ -4,16 +4,16 @@
 // A statement is flagged when its scans read over 20 times the rows it answers, or JIT ran.
 // `--empty-generic` makes the schema afresh and builds every prepared statement's generic plan
 // on it while empty, on one connection, then fills it and executes those kept plans.
-//   node --import tsx bench/pg-plan-audit-setup.ts --schema pa_empty --stats empty
-//   node --import tsx bench/pg-plan-audit.ts --schema pa_empty [--only substring] [--plans]
-//   node --import tsx bench/pg-plan-audit.ts --schema pa_keep --empty-generic
+//   node --import tsx bench/probes/pg-plan-audit-setup.ts --schema pa_empty --stats empty
+//   node --import tsx bench/probes/pg-plan-audit.ts --schema pa_empty [--only substring] [--plans]
+//   node --import tsx bench/probes/pg-plan-audit.ts --schema pa_keep --empty-generic
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { preparedStatements } from '../src/store/postgres/connection.js';
-import { openPostgresStore } from '../src/store/postgres/index.js';
-import { loadTimersByRef } from '../src/store/postgres/timers.js';
-import type { StoreContext } from '../src/store/postgres/context.js';
-import { minuteMs, t0Ms, timerAt } from '../test/store/conformance-fixtures.js';
+import { preparedStatements } from '../../src/store/postgres/connection.js';
+import { openPostgresStore } from '../../src/store/postgres/index.js';
+import { loadTimersByRef } from '../../src/store/postgres/timers.js';
+import type { StoreContext } from '../../src/store/postgres/context.js';
+import { minuteMs, t0Ms, timerAt } from '../../test/store/conformance-fixtures.js';
 // @ts-expect-error no declarations for pg's internals
 import { prepareValue } from 'pg/lib/utils.js';
 import { analyzeSchema, fill } from './pg-plan-audit-setup.js';

@@ -3,8 +3,8 @@
  * jobs due at t0, dispatch their timers, lease the runs, complete them. Shared by
  * pg-store-cost.ts and sqlite-store-cost.ts, which each wrap a phase in what they measure.
  */
-import type { DispatchItem, LeasedRun, Store } from '../src/store/store.js';
-import { jobRecord, jobSpec, t0Ms, timerAt } from '../test/store/conformance-fixtures.js';
+import type { DispatchItem, LeasedRun, Store } from '../../src/store/store.js';
+import { jobRecord, jobSpec, t0Ms, timerAt } from '../../test/store/conformance-fixtures.js';
 
 export interface StoreCostOptions {
   runs: number;

@@ -1,8 +1,8 @@
 // The dead man's switch query on PostgreSQL with 50,000 jobs (100 watched): its time and its plan.
-//   node --import tsx bench/pg-silence-plan.mts
+//   node --import tsx bench/probes/pg-silence-plan.mts
 import pg from 'pg';
-import { openPostgresStore } from '../src/store/postgres/index.js';
-import { jobRecord, jobSpec, t0Ms, timerAt } from '../test/store/conformance-fixtures.js';
+import { openPostgresStore } from '../../src/store/postgres/index.js';
+import { jobRecord, jobSpec, t0Ms, timerAt } from '../../test/store/conformance-fixtures.js';
 const url = 'postgres://postgres@127.0.0.1:5432/test';
 const schema = 'silence_plan';
 const client = new pg.Client({ connectionString: url });

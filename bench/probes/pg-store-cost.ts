@@ -5,7 +5,7 @@
  * serving it (from /proc, so PostgreSQL must run on this machine) and WAL bytes, all per run.
  * Background work (autovacuum, the WAL writer, checkpoints) is not counted.
  *
- *   node --import tsx bench/pg-store-cost.ts [--runs 20000] [--lease-max 50]
+ *   node --import tsx bench/probes/pg-store-cost.ts [--runs 20000] [--lease-max 50]
  *     [--dispatch-batch 500] [--complete-batch 1000] [--leasers 4] [--payload-pad 0] [--store-root DIR] [--lsn]
  *
  * `--lsn` prints each phase's WAL range, so that `pg_waldump --stats=record -s A -e B` can say
@@ -13,14 +13,14 @@
  * `--store-root` loads src/store/postgres from another tree (e.g. a `git archive` of an
  * older commit) for an A/B on the same machine; run the two alternately, as the load of a
  * shared machine moves every figure. Cluster benchmarks batch differently: compare batch
- * sizes, not only totals (docs/benchmarks.md, "Cluster (issue 4)").
+ * sizes, not only totals.
  */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { withDefaultUser } from '../src/store/postgres/connection.js';
-import type { PostgresStore } from '../src/store/postgres/postgres-store.js';
+import { withDefaultUser } from '../../src/store/postgres/connection.js';
+import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { runStoreCostPhases } from './store-cost-phases.js';
 
 const { values: options } = parseArgs({
@@ -31,7 +31,7 @@ const { values: options } = parseArgs({
     'payload-pad': { type: 'string', default: '0' },
     'complete-batch': { type: 'string', default: '1000' },
     leasers: { type: 'string', default: '4' },
-    'store-root': { type: 'string', default: resolve(import.meta.dirname, '..') },
+    'store-root': { type: 'string', default: resolve(import.meta.dirname, '../..') },
     lsn: { type: 'boolean', default: false },
   },
 });

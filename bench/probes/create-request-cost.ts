@@ -11,12 +11,12 @@
  * The fixed part of a request (its cost at size 1) is what splitting W1's 64 callers into
  * more requests in flight would pay again per request.
  *
- *   node --import tsx bench/create-request-cost.ts [--store sqlite|postgres] [--sizes 1,8,64,256]
+ *   node --import tsx bench/probes/create-request-cost.ts [--store sqlite|postgres] [--sizes 1,8,64,256]
  *     [--creates 40000] [--cpu-prof-dir DIR]
  */
 import { parseArgs } from 'node:util';
-import { TicklerClient } from './peers/systems/tickler-sdk.js';
-import { processCpuMs, threadCpuMs } from './proc-cpu.js';
+import { TicklerClient } from '../peers/systems/tickler-sdk.js';
+import { processCpuMs, threadCpuMs } from '../proc-cpu.js';
 import { startStoreServer } from './store-server.js';
 
 const { values: options } = parseArgs({

@@ -5,14 +5,14 @@
  * the pool is empty. Prints the drain's rate, the machine's CPU per run (all processes, from
  * /proc/stat, so PostgreSQL must run on this machine) and this process's.
  *
- *   node --import tsx bench/pg-direct-drain.ts [--runs 50000] [--loops 2] [--lease-max 100]
+ *   node --import tsx bench/probes/pg-direct-drain.ts [--runs 50000] [--loops 2] [--lease-max 100]
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { withDefaultUser } from '../src/store/postgres/connection.js';
-import { openPostgresStore } from '../src/store/postgres/index.js';
-import type { DispatchItem, LeasedRun } from '../src/store/store.js';
-import { jobRecord, jobSpec, t0Ms, timerAt } from '../test/store/conformance-fixtures.js';
+import { withDefaultUser } from '../../src/store/postgres/connection.js';
+import { openPostgresStore } from '../../src/store/postgres/index.js';
+import type { DispatchItem, LeasedRun } from '../../src/store/store.js';
+import { jobRecord, jobSpec, t0Ms, timerAt } from '../../test/store/conformance-fixtures.js';
 
 const { values: options } = parseArgs({
   options: {

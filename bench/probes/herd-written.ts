@@ -5,7 +5,7 @@
  * every second how many runs exist and how many have left `ready`, counted from the due
  * instant (the runs' `ready_at`; negative is before it).
  *
- *   node --import tsx bench/herd-written.ts [--count 50000] [--timeout-s 120] &
+ *   node --import tsx bench/probes/herd-written.ts [--count 50000] [--timeout-s 120] &
  *   npx tsx bench/peers/run.ts --workload W4 --system tickler-postgres --results /tmp/w4.json --docs-dir /tmp/docs
  *
  * It polls with one connection every 250 ms (a count over the runs table): a small load of its
@@ -14,7 +14,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { postgresBaseUrl } from './peers/services.js';
+import { postgresBaseUrl } from '../peers/services.js';
 
 const { values: options } = parseArgs({
   options: { count: { type: 'string', default: '50000' }, 'timeout-s': { type: 'string', default: '120' } },
