@@ -28,7 +28,7 @@ import { resolveCaller, type AuthLevel, type Caller } from './auth.js';
 import { registerJobRoutes } from './routes-jobs.js';
 import { registerRunRoutes } from './routes-runs.js';
 import { registerOperationRoutes } from './routes-operations.js';
-import { collectRoutes, type RouteDoc } from './openapi.js';
+import { registerOpenApi } from './openapi.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -74,7 +74,6 @@ export interface ApiContext {
   jobs: JobService;
   runs: RunService;
   waiters: LeaseWaiters;
-  routes: RouteDoc[];
 }
 
 export function defaultApiConfig(): ApiConfig {
@@ -116,8 +115,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     }),
     runs: new RunService({ store: deps.store, clock: deps.clock, metrics: deps.metrics, resultBytesMax: limits.resultBytesMax }),
     waiters: new LeaseWaiters(deps.store, deps.clock, deps.logger),
-    routes: collectRoutes(app),
   };
+  // The document generator records routes as they are added: it loads first, the routes after.
+  void registerOpenApi(app as unknown as FastifyInstance);
 
   app.addHook('onRequest', async (request) => {
     if (request.is404) return;
@@ -127,11 +127,14 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.decorate('leaseWaiters', context.waiters);
   installErrorHandling(app, deps);
   // A scheduler-only node (`--roles scheduler`) still answers /healthz, /readyz and /metrics.
-  if (deps.apiRoutes ?? true) {
-    registerJobRoutes(app, context);
-    registerRunRoutes(app, context);
-  }
-  registerOperationRoutes(app, context);
+  void app.register(async (routes) => {
+    const scoped = routes as unknown as App;
+    if (deps.apiRoutes ?? true) {
+      registerJobRoutes(scoped, context);
+      registerRunRoutes(scoped, context);
+    }
+    registerOperationRoutes(scoped, context);
+  });
   // preClose, not onClose: the server waits for in-flight requests before onClose runs, and
   // a parked long-poll would hold shutdown for up to wait_s.
   app.addHook('preClose', async () => {

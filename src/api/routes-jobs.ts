@@ -8,7 +8,11 @@ import * as limits from '../limits.js';
 import type { App, ApiContext } from './app.js';
 import {
   CancelByPrefixQuery,
+  CancelledCountAnswer,
   JobAnswer,
+  JobBatchAnswer,
+  JobCancelBatchAnswer,
+  PreviewAnswer,
   JobBatchBody,
   JobCancelBatchBody,
   JobCreateBody,
@@ -31,7 +35,6 @@ import { assertEmptyBody, callerOf, checkId, instantOf, jsonType, limitOf, pageT
 import type { CreateItem, CreateResult } from '../service/job-service.js';
 import type { JobRecord } from '../domain/types.js';
 import { previewSchedule } from '../service/schedule-preview.js';
-import { Type } from 'typebox';
 
 const checkCreateBody = Compile(JobCreateBody);
 
@@ -45,7 +48,7 @@ export function registerJobRoutes(app: App, context: ApiContext): void {
 function registerCreateRoutes(app: App, { jobs }: ApiContext): void {
   app.post('/v1/jobs', {
     schema: { body: JobCreateBody, querystring: TeamQuery },
-    config: { doc: { summary: 'create a job (200 with the existing job when key and body repeat)', answers: { 201: JobAnswer, 200: JobAnswer } } },
+    config: { doc: { summary: 'create a job (200 with the existing job when key and body repeat)', answers: { 201: JobAnswer, 200: JobAnswer }, errors: [409] } },
   }, async (request, reply) => {
     const team = teamOf(callerOf(request), request.query.team);
     const [result] = await jobs.create(team, [{ body: request.body, rawText: request.rawBody ?? JSON.stringify(request.body) }]);
@@ -57,7 +60,7 @@ function registerCreateRoutes(app: App, { jobs }: ApiContext): void {
   app.post('/v1/jobs::batch', {
     bodyLimit: limits.batchRequestBodyBytesMax,
     schema: { body: JobBatchBody, querystring: TeamQuery },
-    config: { doc: { summary: 'create up to 1,000 jobs; each item answers for itself, in order' } },
+    config: { doc: { summary: 'create up to 1,000 jobs; each item answers for itself, in order', answers: { 200: JobBatchAnswer } } },
   }, async (request, reply) => {
     const team = teamOf(callerOf(request), request.query.team);
     // Only a keyed item's text is ever hashed (JobService.create): a batch without keys need
@@ -192,7 +195,7 @@ function registerReadRoutes(app: App, { jobs, runs }: ApiContext): void {
 function registerChangeRoutes(app: App, { jobs }: ApiContext): void {
   app.delete('/v1/jobs', {
     schema: { querystring: CancelByPrefixQuery },
-    config: { doc: { summary: 'cancel every job of the team whose key starts with key_prefix', answers: { 200: Type.Object({ cancelled: Type.Integer() }) } } },
+    config: { doc: { summary: 'cancel every job of the team whose key starts with key_prefix', answers: { 200: CancelledCountAnswer } } },
   }, async (request) => {
     const caller = callerOf(request);
     if (caller.admin && request.query.team === undefined) {
@@ -204,7 +207,7 @@ function registerChangeRoutes(app: App, { jobs }: ApiContext): void {
   app.post('/v1/jobs::cancel', {
     bodyLimit: limits.batchRequestBodyBytesMax,
     schema: { body: JobCancelBatchBody, querystring: TeamQuery },
-    config: { doc: { summary: 'cancel up to 1,000 jobs by id, in one transaction; each item answers for itself, in order' } },
+    config: { doc: { summary: 'cancel up to 1,000 jobs by id, in one transaction; each item answers for itself, in order', answers: { 200: JobCancelBatchAnswer } } },
   }, async (request, reply) => {
     const scope = scopeOf(callerOf(request), request.query.team);
     // An id of no possible job's shape is its item's not_found, as the single route answers it.
@@ -226,7 +229,7 @@ function registerChangeRoutes(app: App, { jobs }: ApiContext): void {
 
   app.patch('/v1/jobs/:job_id', {
     schema: { params: JobIdParams, body: JobPatchBody, querystring: TeamQuery },
-    config: { doc: { summary: 'change schedule, payload or policies; the pending timer is replaced atomically', answers: { 200: JobAnswer } } },
+    config: { doc: { summary: 'change schedule, payload or policies; the pending timer is replaced atomically', answers: { 200: JobAnswer }, errors: [409] } },
   }, async (request) => {
     const scope = scopeOf(callerOf(request), request.query.team);
     return jobToWire(await jobs.patch(scope, checkId(request.params.job_id, 'job'), request.body));
@@ -244,7 +247,7 @@ function registerChangeRoutes(app: App, { jobs }: ApiContext): void {
   for (const action of Object.values(transitions)) {
     app.post(`/v1/jobs/:job_id/${action}`, {
       schema: { params: JobIdParams, querystring: TeamQuery },
-      config: { doc: { summary: `${action} a recurring job (no body, or {})`, answers: { 200: JobAnswer } } },
+      config: { doc: { summary: `${action} a recurring job (no body, or {})`, answers: { 200: JobAnswer }, errors: [409] } },
     }, async (request) => {
       assertEmptyBody(request.body);
       const scope = scopeOf(callerOf(request), request.query.team);
@@ -255,7 +258,7 @@ function registerChangeRoutes(app: App, { jobs }: ApiContext): void {
 
   app.post('/v1/jobs/:job_id/trigger', {
     schema: { params: JobIdParams, querystring: TeamQuery },
-    config: { doc: { summary: 'run it now, once, outside its schedule (no body, or {})', answers: { 201: RunAnswer } } },
+    config: { doc: { summary: 'run it now, once, outside its schedule (no body, or {})', answers: { 201: RunAnswer }, errors: [409] } },
   }, async (request, reply) => {
     assertEmptyBody(request.body);
     const scope = scopeOf(callerOf(request), request.query.team);
@@ -266,7 +269,7 @@ function registerChangeRoutes(app: App, { jobs }: ApiContext): void {
 function registerPreviewRoute(app: App, context: ApiContext): void {
   app.get('/v1/schedules/preview', {
     schema: { querystring: PreviewQuery },
-    config: { doc: { summary: 'the next count scheduled times strictly after from, pre-jitter' } },
+    config: { doc: { summary: 'the next count scheduled times strictly after from, pre-jitter', answers: { 200: PreviewAnswer } } },
   }, async (request) => {
     const query = request.query;
     const items = withPreviewFields(() => previewSchedule({

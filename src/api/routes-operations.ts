@@ -4,10 +4,11 @@
  * OpenAPI document, and the run-history page.
  */
 import { Type } from 'typebox';
+import type { FastifyInstance } from 'fastify';
 import { TicklerError } from '../errors.js';
 import type { App, ApiContext } from './app.js';
-import { ClockAdvanceBody } from './schemas.js';
-import { buildOpenApiDocument } from './openapi.js';
+import { ClockAdvanceBody, ReadinessAnswer, StatusAnswer } from './schemas.js';
+import { openApiDocument } from './openapi.js';
 import { iso } from './wire.js';
 import { callerOf } from './route-helpers.js';
 import { scopeOf } from './auth.js';
@@ -19,9 +20,9 @@ const uiRunsMax = 200;
 export function registerOperationRoutes(app: App, context: ApiContext): void {
   const { deps } = context;
 
-  app.get('/healthz', { config: { auth: 'none', doc: { summary: 'liveness' } } }, async () => ({ status: 'ok' }));
+  app.get('/healthz', { config: { auth: 'none', doc: { summary: 'liveness', answers: { 200: StatusAnswer } } } }, async () => ({ status: 'ok' }));
 
-  app.get('/readyz', { config: { auth: 'none', doc: { summary: 'readiness: store reachable, shards owned' } } },
+  app.get('/readyz', { config: { auth: 'none', doc: { summary: 'readiness: store reachable, shards owned', answers: { 200: ReadinessAnswer, 503: ReadinessAnswer } } } },
     async (_request, reply) => {
       const readiness = await deps.readiness();
       return reply.code(readiness.ready ? 200 : 503).send({ ready: readiness.ready, ...readiness.detail });
@@ -34,8 +35,8 @@ export function registerOperationRoutes(app: App, context: ApiContext): void {
     return reply.type(deps.metrics.registry.contentType).send(text);
   });
 
-  app.get('/openapi.json', { config: { auth: 'none', doc: { summary: 'this contract as OpenAPI 3.1' } } },
-    async () => buildOpenApiDocument(context.routes));
+  app.get('/openapi.json', { config: { auth: 'none', doc: { summary: 'this contract as OpenAPI 3.1', answers: { 200: Type.Object({}, { additionalProperties: true }) } } } },
+    async () => openApiDocument(app as unknown as FastifyInstance));
 
   app.get('/v1/clock', { config: { auth: 'admin', doc: { summary: 'virtual time (only with --virtual-clock)', answers: { 200: NowAnswer } } } },
     async () => {

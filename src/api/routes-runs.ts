@@ -2,12 +2,15 @@
  * Runs and workers (API.md "Runs", "Workers"): the ledger, the DLQ and replay, and the
  * worker calls lease (long-poll), heartbeat and complete, one run at a time or in batches.
  */
-import { Type } from 'typebox';
 import * as limits from '../limits.js';
 import type { App, ApiContext } from './app.js';
 import { completeItems, heartbeatItems, leaseWaitRequestOf } from './worker-calls.js';
 import {
+  CompleteBatchAnswer,
   CompleteBatchBody,
+  HeartbeatAnswer,
+  HeartbeatBatchAnswer,
+  LeaseAnswer,
   CompleteBody,
   HeartbeatBatchBody,
   DlqQuery,
@@ -62,7 +65,7 @@ function registerLedgerRoutes(app: App, { runs }: ApiContext): void {
 
   app.post('/v1/runs/:run_id/replay', {
     schema: { params: RunIdParams, querystring: TeamQuery },
-    config: { doc: { summary: 'a dead run back to ready, same run_id, retry budget afresh (no body, or {})', answers: { 200: RunAnswer } } },
+    config: { doc: { summary: 'a dead run back to ready, same run_id, retry budget afresh (no body, or {})', answers: { 200: RunAnswer }, errors: [409] } },
   }, async (request) => {
     assertEmptyBody(request.body);
     const scope = scopeOf(callerOf(request), request.query.team);
@@ -75,7 +78,7 @@ function registerLedgerRoutes(app: App, { runs }: ApiContext): void {
 function registerWorkerRoutes(app: App, { runs, waiters, deps }: ApiContext): void {
   app.post('/v1/workers/lease', {
     schema: { body: LeaseBody, querystring: TeamQuery },
-    config: { doc: { summary: 'lease ready runs of a pool, waiting up to wait_s for some' } },
+    config: { doc: { summary: 'lease ready runs of a pool, waiting up to wait_s for some', answers: { 200: LeaseAnswer } } },
   }, async (request, reply) => {
     const body = request.body;
     const client = new AbortController();
@@ -95,7 +98,7 @@ function registerWorkerRoutes(app: App, { runs, waiters, deps }: ApiContext): vo
 
   app.post('/v1/runs/:run_id/heartbeat', {
     schema: { params: RunIdParams, body: HeartbeatBody, querystring: TeamQuery },
-    config: { doc: { summary: 'extend the lease of a running attempt', answers: { 200: Type.Object({ lease_expires_at: Type.String() }) } } },
+    config: { doc: { summary: 'extend the lease of a running attempt', answers: { 200: HeartbeatAnswer }, errors: [409] } },
   }, async (request) => {
     const scope = scopeOf(callerOf(request), request.query.team);
     const leaseExpiresAtMs = await runs.heartbeat(scope, checkId(request.params.run_id, 'run'), request.body.fencing_token);
@@ -104,7 +107,7 @@ function registerWorkerRoutes(app: App, { runs, waiters, deps }: ApiContext): vo
 
   app.post('/v1/runs/:run_id/complete', {
     schema: { params: RunIdParams, body: CompleteBody, querystring: TeamQuery },
-    config: { doc: { summary: 'record the outcome of the attempt holding the token', answers: { 200: RunAnswer } } },
+    config: { doc: { summary: 'record the outcome of the attempt holding the token', answers: { 200: RunAnswer }, errors: [409] } },
   }, async (request) => {
     const scope = scopeOf(callerOf(request), request.query.team);
     const body = request.body;
@@ -125,7 +128,7 @@ function registerWorkerBatchRoutes(app: App, { runs, deps }: ApiContext): void {
   app.post('/v1/runs::complete', {
     bodyLimit: limits.batchRequestBodyBytesMax,
     schema: { body: CompleteBatchBody, querystring: TeamQuery },
-    config: { doc: { summary: 'record the outcomes of up to 1,000 attempts; each item answers for itself, in order' } },
+    config: { doc: { summary: 'record the outcomes of up to 1,000 attempts; each item answers for itself, in order', answers: { 200: CompleteBatchAnswer } } },
   }, async (request) => {
     const scope = scopeOf(callerOf(request), request.query.team);
     // `answer: status` leaves the run out of each accepted item: the SDK's worker reads nothing
@@ -137,7 +140,7 @@ function registerWorkerBatchRoutes(app: App, { runs, deps }: ApiContext): void {
   app.post('/v1/runs::heartbeat', {
     bodyLimit: limits.batchRequestBodyBytesMax,
     schema: { body: HeartbeatBatchBody, querystring: TeamQuery },
-    config: { doc: { summary: 'extend the leases of up to 1,000 running attempts; each item answers for itself, in order' } },
+    config: { doc: { summary: 'extend the leases of up to 1,000 running attempts; each item answers for itself, in order', answers: { 200: HeartbeatBatchAnswer } } },
   }, async (request) => {
     const scope = scopeOf(callerOf(request), request.query.team);
     return { results: await heartbeatItems(runs, scope, request.body.heartbeats, { log: request.log, metrics: deps.metrics }) };

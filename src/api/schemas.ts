@@ -4,7 +4,7 @@
  * object refuses unknown fields (`additionalProperties: false`) except the free-form
  * `payload`, `result` and label values. Ranges come from src/limits.ts.
  */
-import { Type, type Static, type TSchema } from 'typebox';
+import { Type, type Static, type TObject, type TSchema } from 'typebox';
 import * as limits from '../limits.js';
 import {
   catchUpPolicies,
@@ -296,3 +296,55 @@ export const SilentJobsAnswer = Type.Object({
 export const ErrorAnswer = Type.Object({
   error: Type.Object({ code: Type.String(), message: Type.String(), field: Type.Optional(Type.String()) }),
 });
+
+/** One item of a batch answer: its own status, and the thing or the error. */
+function batchItem(ok: TObject): TSchema {
+  return Type.Union([
+    Type.Object({ status: Type.Integer({ minimum: 200, maximum: 299 }), ...ok.properties }),
+    Type.Object({ status: Type.Integer({ minimum: 400, maximum: 599 }), error: ErrorAnswer.properties.error }),
+  ]);
+}
+
+export const JobBatchAnswer = Type.Object({
+  results: Type.Array(Type.Union([
+    batchItem(Type.Object({ job: JobAnswer })),
+    batchItem(Type.Object({ job_id: Type.String() })),
+  ])),
+}, { description: 'one result per item, in order; with "answer": "id", accepted items carry job_id instead of job' });
+
+export const JobCancelBatchAnswer = Type.Object({
+  results: Type.Array(Type.Union([batchItem(Type.Object({ job: JobAnswer })), batchItem(Type.Object({}))])),
+});
+
+export const LeasedRunAnswer = Type.Object({
+  run_id: Type.String(),
+  job_id: Type.String(),
+  attempt: Type.Integer(),
+  scheduled_at: Type.String(),
+  fire_at: Type.String(),
+  payload: Type.Unknown(),
+  fencing_token: Type.String(),
+  lease_expires_at: Type.String(),
+}, { additionalProperties: true });
+
+export const LeaseAnswer = Type.Object({ runs: Type.Array(LeasedRunAnswer) });
+
+export const HeartbeatAnswer = Type.Object({ lease_expires_at: Type.String() });
+
+export const CompleteBatchAnswer = Type.Object({
+  results: Type.Array(Type.Union([batchItem(Type.Object({ run: RunAnswer })), batchItem(Type.Object({}))])),
+});
+
+export const HeartbeatBatchAnswer = Type.Object({
+  results: Type.Array(batchItem(Type.Object({ lease_expires_at: Type.String() }))),
+});
+
+export const PreviewAnswer = Type.Object({
+  items: Type.Array(Type.Object({ scheduled_at: Type.String() }, { additionalProperties: true })),
+}, { additionalProperties: true });
+
+export const StatusAnswer = Type.Object({ status: Type.String() }, { additionalProperties: true });
+
+export const ReadinessAnswer = Type.Object({ ready: Type.Boolean() }, { additionalProperties: true });
+
+export const CancelledCountAnswer = Type.Object({ cancelled: Type.Integer() });
