@@ -139,13 +139,26 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     nodeId,
     close: () => {
       closing ??= (async () => {
-        await app.close();
+        // Each step goes on after a failure of the one before: on a full disk the shard
+        // leases cannot be handed back (a successor then waits out their TTL), yet the store
+        // must still close and the data directory's lock be released. Nothing acknowledged
+        // depends on these writes, so the failure is logged and shutdown ends normally.
+        const step = async (what: string, run: () => Promise<void> | void): Promise<void> => {
+          try {
+            await run();
+          } catch (error) {
+            logger.error({ err: error, nodeId }, `shutdown: ${what} failed; going on`);
+          }
+        };
+        await step('closing the HTTP server', () => app.close());
         maintenance?.stop();
-        await scheduler?.stop();
-        await apiMembership?.stop();
-        await membership?.close();
+        await step('stopping the scheduler (handing back its shard leases)', () => scheduler?.stop());
+        await step('leaving the cluster', async () => {
+          await apiMembership?.stop();
+          await membership?.close();
+        });
         zombieHook?.detach();
-        await opened.store.close();
+        await step('closing the store', () => opened.store.close());
         opened.lock?.release();
         logger.info({ nodeId }, 'tickler stopped');
         logger.flush();
@@ -216,7 +229,7 @@ async function openStore(options: ServeOptions, nodeId: string, clock: Clock, ti
   mkdirSync(dataDir, { recursive: true });
   const lock = acquireDataDirLock(dataDir);
   try {
-    const store = await openSqliteStore({ path, nearHorizonMs: timing.loadHorizonMs });
+    const store = await openSqliteStore({ path, nearHorizonMs: timing.loadHorizonMs, logger });
     if (lock.tookOverFromDeadProcess) {
       const cut = store.shortenOrphanedLeases(clock.nowMs(), orphanedLeaseMarginMs);
       if (cut > 0) {
