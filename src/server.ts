@@ -12,7 +12,7 @@ import { SystemClock, VirtualClock, type Clock } from './clock.js';
 import { acquireDataDirLock, type DataDirLock } from './data-dir-lock.js';
 import { TicklerError, isTicklerError } from './errors.js';
 import { assertTiming, cronToleranceSecondsDefault, dispatchBatchMax, payloadBytesMax, sqliteDispatchBatchMax, timingDefaults,
-  virtualClockTimingDefaults, type TimingConfig } from './limits.js';
+  virtualClockTimingDefaults, type HttpLimits, type TimingConfig } from './limits.js';
 import { createLogger, type Logger } from './obs/log.js';
 import { Metrics } from './obs/metrics.js';
 import { Scheduler } from './scheduler/scheduler.js';
@@ -43,6 +43,8 @@ export interface ServeOptions {
   dispatchAtCreate?: boolean;
   timing?: Partial<TimingConfig>;
   payloadBytesMax?: number;
+  /** The HTTP server's timeouts and connection cap (default `httpLimitsDefaults`). */
+  http?: HttpLimits;
 }
 
 export interface RunningServer {
@@ -119,6 +121,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       payloadBytesMax: options.payloadBytesMax ?? payloadBytesMax,
       cronToleranceDefaultS: options.cronToleranceDefaultS ?? cronToleranceSecondsDefault,
       dispatchAtCreate: options.dispatchAtCreate !== false,
+      ...(options.http === undefined ? {} : { http: options.http }),
     },
     readiness: async () => {
       await store.ping();

@@ -48,6 +48,10 @@ export function buildProgram(env: NodeJS.ProcessEnv = process.env): Command {
     .option('--log-level <level>', `fatal|error|warn|info|debug|trace|silent (default ${serveDefaults.logLevel})`)
     .option('--cron-tolerance-default-s <seconds>', 'default tolerance_s of cron jobs (default 300)')
     .option('--payload-bytes-max <bytes>', 'payload limit (default 65536)')
+    .option('--headers-timeout-s <seconds>', 'time a client has to send a request\'s line and headers (default 10)')
+    .option('--request-timeout-s <seconds>', 'time a client has to send a whole request, body included; a long-poll\'s wait is not counted (default 30)')
+    .option('--idle-timeout-s <seconds>', 'how long a kept-alive connection may sit idle between requests (default 72)')
+    .option('--connections-max <n>', 'open connections at most; more are answered 503 and closed (default 1024)')
     .addHelpText('after', serveHelpText)
     .action((flags: ServeFlags) => runServe(flags, env));
 
