@@ -16,8 +16,10 @@ export const errorCatalogue = {
   stale_token: { status: 409, retryable: false },
   cancelled: { status: 409, retryable: false },
   invalid_state: { status: 409, retryable: false },
+  request_timeout: { status: 408, retryable: false },
   payload_too_large: { status: 413, retryable: false },
   unsupported_media_type: { status: 415, retryable: false },
+  headers_too_large: { status: 431, retryable: false },
   rate_limited: { status: 429, retryable: true },
   unavailable: { status: 503, retryable: true },
   /** A programmer error, never a client's mistake; the log has the details. */

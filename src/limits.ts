@@ -27,6 +27,37 @@ export const errorTextLengthMax = 8_192;
 export const resultBytesMax = 65_536;
 export const jsonDepthMax = 64;
 
+/**
+ * The HTTP server's own limits (src/api/http-limits.ts; `tickler serve --headers-timeout-s`,
+ * `--request-timeout-s`, `--idle-timeout-s`, `--connections-max`). A client has this long to
+ * send a request's line and headers (a connection opened and left silent is closed after it
+ * too), and this long for the whole request, body included; a long-poll's wait comes after
+ * its request is read and is not counted. A kept-alive connection may sit idle this long
+ * between requests (72 s: longer than the 60 s idle timeout of common load balancers, so they
+ * close first). Connections beyond the cap are answered 503 and closed.
+ */
+export interface HttpLimits {
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  idleTimeoutMs: number;
+  connectionsMax: number;
+}
+
+export const httpLimitsDefaults: HttpLimits = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  idleTimeoutMs: 72_000,
+  connectionsMax: 1_024,
+};
+/** The request line and headers together (Node's default): more answers 431. */
+export const httpHeadersBytesMax = 16_384;
+
+export function assertHttpLimits(http: HttpLimits): void {
+  assert.ok(http.headersTimeoutMs > 0 && http.headersTimeoutMs <= http.requestTimeoutMs,
+    'the headers must be given no longer than the whole request');
+  assert.ok(http.idleTimeoutMs > 0 && http.connectionsMax >= 1);
+}
+
 /** A cron expression with no occurrence within this horizon is rejected (`0 0 30 2 *`). */
 export const scheduleLookaheadYears = 5;
 export const toleranceSecondsMax = 86_400;
@@ -171,3 +202,4 @@ export const groupCommitMax = 2_000;
 
 assertTiming(timingDefaults);
 assertTiming(virtualClockTimingDefaults);
+assertHttpLimits(httpLimitsDefaults);

@@ -13,7 +13,7 @@ import { SystemClock, VirtualClock, type Clock } from './clock.js';
 import { acquireDataDirLock, type DataDirLock } from './data-dir-lock.js';
 import { TicklerError, isTicklerError } from './errors.js';
 import { assertTiming, cronToleranceSecondsDefault, dispatchBatchMax, payloadBytesMax, sqliteDispatchBatchMax, timingDefaults,
-  virtualClockTimingDefaults, type TimingConfig } from './limits.js';
+  virtualClockTimingDefaults, type HttpLimits, type TimingConfig } from './limits.js';
 import { createLogger, type Logger } from './obs/log.js';
 import { Metrics } from './obs/metrics.js';
 import { AlertWebhook } from './obs/alert-webhook.js';
@@ -49,6 +49,8 @@ export interface ServeOptions {
   silenceRequiredLabel?: LabelSelector | null;
   /** `--alert-webhook`: where silence alerts are posted, and the HMAC secret they are signed with. */
   alertWebhook?: { url: string; secret: string } | null;
+  /** The HTTP server's timeouts and connection cap (default `httpLimitsDefaults`). */
+  http?: HttpLimits;
 }
 
 export interface RunningServer {
@@ -129,6 +131,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       cronToleranceDefaultS: options.cronToleranceDefaultS ?? cronToleranceSecondsDefault,
       dispatchAtCreate: options.dispatchAtCreate !== false,
       silenceRequiredLabel: options.silenceRequiredLabel ?? null,
+      ...(options.http === undefined ? {} : { http: options.http }),
     },
     readiness: async () => {
       await store.ping();
@@ -145,14 +148,27 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   let closing: Promise<void> | null = null;
   const close = (): Promise<void> => {
     closing ??= (async () => {
-      await app.close();
+      // Each step goes on after a failure of the one before: on a full disk the shard
+      // leases cannot be handed back (a successor then waits out their TTL), yet the store
+      // must still close and the data directory's lock be released. Nothing acknowledged
+      // depends on these writes, so the failure is logged and shutdown ends normally.
+      const step = async (what: string, run: () => Promise<void> | void): Promise<void> => {
+        try {
+          await run();
+        } catch (error) {
+          logger.error({ err: error, nodeId }, `shutdown: ${what} failed; going on`);
+        }
+      };
+      await step('closing the HTTP server', () => app.close());
       maintenance?.stop();
-      await scheduler?.stop();
+      await step('stopping the scheduler (handing back its shard leases)', () => scheduler?.stop());
       alerts?.close();
-      await apiMembership?.stop();
-      await membership?.close();
+      await step('leaving the cluster', async () => {
+        await apiMembership?.stop();
+        await membership?.close();
+      });
       zombieHook?.detach();
-      await opened.store.close();
+      await step('closing the store', () => opened.store.close());
       opened.lock?.release();
       logger.info({ nodeId }, 'tickler stopped');
       logger.flush();
@@ -260,7 +276,7 @@ async function openStore(options: ServeOptions, nodeId: string, clock: Clock, ti
   mkdirSync(dataDir, { recursive: true });
   const lock = acquireDataDirLock(dataDir);
   try {
-    const store = await openSqliteStore({ path, nearHorizonMs: timing.loadHorizonMs });
+    const store = await openSqliteStore({ path, nearHorizonMs: timing.loadHorizonMs, logger });
     if (lock.tookOverFromDeadProcess) {
       const cut = store.shortenOrphanedLeases(clock.nowMs(), orphanedLeaseMarginMs);
       if (cut > 0) {

@@ -11,7 +11,7 @@
  */
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyInstance, type RawServerDefault } from 'fastify';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Clock, VirtualClock } from '../clock.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { Logger } from '../obs/log.js';
@@ -23,6 +23,8 @@ import type { LabelSelector } from '../service/job-spec.js';
 import { RunService } from '../service/run-service.js';
 import { LeaseWaiters } from '../service/lease-waiters.js';
 import { parseJsonBody } from './json-body.js';
+import { validatorCompiler } from './validator.js';
+import { capConnections, httpServerOptions } from './http-limits.js';
 import { toTicklerError } from './http-errors.js';
 import { resolveCaller, type AuthLevel, type Caller } from './auth.js';
 import { registerJobRoutes } from './routes-jobs.js';
@@ -51,6 +53,8 @@ export interface ApiConfig {
   dispatchAtCreate?: boolean;
   /** Jobs with this label must set max_silence_s. */
   silenceRequiredLabel?: LabelSelector | null;
+  /** Timeouts and the connection cap of the server (default `limits.httpLimitsDefaults`). */
+  http?: limits.HttpLimits;
 }
 
 export interface AppDeps {
@@ -81,7 +85,13 @@ export function defaultApiConfig(): ApiConfig {
 }
 
 export function buildApp(deps: AppDeps): FastifyInstance {
+  const http = deps.config.http ?? limits.httpLimitsDefaults;
+  limits.assertHttpLimits(http);
+  const countError = (code: string): void => {
+    deps.metrics.httpErrorsTotal.inc({ code });
+  };
   const app: App = Fastify({
+    ...httpServerOptions(http, countError),
     loggerInstance: deps.logger as FastifyBaseLogger,
     // One log line per request is too many at thousands of requests a second; errors are logged.
     logController: new LogController({ disableRequestLogging: true }),
@@ -100,7 +110,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     },
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
-  app.setValidatorCompiler(TypeBoxValidatorCompiler);
+  app.setValidatorCompiler(validatorCompiler);
+  capConnections(app.server, http.connectionsMax, countError);
   installJsonParser(app);
   app.decorateRequest('caller', null);
   app.decorateRequest('rawBody', null);
@@ -120,6 +131,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   void registerOpenApi(app as unknown as FastifyInstance);
 
   app.addHook('onRequest', async (request) => {
+    // Node keeps the first of repeated Authorization headers and drops the rest: which key
+    // a client meant is then a guess, so the request is refused instead.
+    if (authorizationHeaders(request.raw.rawHeaders) > 1) {
+      throw new TicklerError('invalid_request', 'send one Authorization header, not several');
+    }
     if (request.is404) return;
     request.caller = resolveCaller(deps.config.apiKeys, request.headers.authorization, request.routeOptions.config.auth ?? 'team');
   });
@@ -141,6 +157,14 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     context.waiters.close();
   });
   return app as unknown as FastifyInstance;
+}
+
+function authorizationHeaders(rawHeaders: readonly string[]): number {
+  let count = 0;
+  for (let index = 0; index < rawHeaders.length; index += 2) {
+    if (rawHeaders[index]!.toLowerCase() === 'authorization') count++;
+  }
+  return count;
 }
 
 /** JSON bodies keep their raw text; nesting and prototype keys are checked before use. */

@@ -51,6 +51,10 @@ export function buildProgram(env: NodeJS.ProcessEnv = process.env): Command {
     .option('--require-max-silence-label <label>', 'jobs with this label (name or name=value) must set max_silence_s')
     .option('--alert-webhook <url>', 'POST silence alerts here, HMAC-signed (secret: TICKLER_ALERT_WEBHOOK_SECRET or --alert-webhook-secret-file)')
     .option('--alert-webhook-secret-file <file>', 'file holding the alert webhook\'s HMAC secret')
+    .option('--headers-timeout-s <seconds>', 'time a client has to send a request\'s line and headers (default 10)')
+    .option('--request-timeout-s <seconds>', 'time a client has to send a whole request, body included; a long-poll\'s wait is not counted (default 30)')
+    .option('--idle-timeout-s <seconds>', 'how long a kept-alive connection may sit idle between requests (default 72)')
+    .option('--connections-max <n>', 'open connections at most; more are answered 503 and closed (default 1024)')
     .addHelpText('after', serveHelpText)
     .action((flags: ServeFlags) => runServe(flags, env));
 

@@ -13,7 +13,7 @@
  * `TICKLER_TIMING_<FIELD>` or `TICKLER_<FIELD>`, the field in upper snake case, e.g.
  * `TICKLER_SHARD_LEASE_TTL_MS=2000`, `TICKLER_TIMING_LOAD_REFRESH_INTERVAL_MS=5000`.
  */
-import { timingDefaults, type TimingConfig } from '../limits.js';
+import { httpLimitsDefaults, timingDefaults, type HttpLimits, type TimingConfig } from '../limits.js';
 import type { Role, ServeOptions } from '../server.js';
 import { parseLabelSelector } from '../service/job-spec.js';
 
@@ -43,6 +43,10 @@ export interface ServeFlags {
   requireMaxSilenceLabel?: string;
   alertWebhook?: string;
   alertWebhookSecretFile?: string;
+  headersTimeoutS?: string;
+  requestTimeoutS?: string;
+  idleTimeoutS?: string;
+  connectionsMax?: string;
 }
 
 export type Environment = Record<string, string | undefined>;
@@ -75,6 +79,7 @@ export function resolveServeOptions(flags: ServeFlags, env: Environment, readFil
   const cronToleranceDefaultS = pick(flags.cronToleranceDefaultS, 'CRON_TOLERANCE_DEFAULT_S');
   const payloadBytesMax = pick(flags.payloadBytesMax, 'PAYLOAD_BYTES_MAX');
   const timing = timingFromEnv(env);
+  const http = httpLimitsOf(flags, pick);
   const dispatchAtCreate = nonEmpty(env['TICKLER_DISPATCH_AT_CREATE']);
   const silenceLabel = pick(flags.requireMaxSilenceLabel, 'REQUIRE_MAX_SILENCE_LABEL');
   if (silenceLabel !== undefined && (silenceLabel.startsWith('=') || silenceLabel === '')) {
@@ -99,6 +104,7 @@ export function resolveServeOptions(flags: ServeFlags, env: Environment, readFil
       ? {}
       : { payloadBytesMax: integerIn(payloadBytesMax, 'payload-bytes-max', 1, 16 * 1_048_576) }),
     ...(Object.keys(timing).length === 0 ? {} : { timing }),
+    http,
     ...(dispatchAtCreate === undefined ? {} : { dispatchAtCreate: switchOf(dispatchAtCreate, 'TICKLER_DISPATCH_AT_CREATE') }),
     ...(silenceLabel === undefined ? {} : { silenceRequiredLabel: parseLabelSelector(silenceLabel) }),
     ...(alertWebhook === null ? {} : { alertWebhook }),
@@ -138,6 +144,26 @@ function alertWebhookOf(url: string | undefined, secretFileFlag: string | undefi
     throw new CliUsageError('--alert-webhook needs an HMAC secret: set TICKLER_ALERT_WEBHOOK_SECRET or pass --alert-webhook-secret-file FILE');
   }
   return { url, secret };
+}
+
+/** The HTTP server's timeouts (whole seconds) and connection cap: flags, `TICKLER_*`, then the defaults. */
+function httpLimitsOf(flags: ServeFlags, pick: (flag: string | undefined, name: string) => string | undefined): HttpLimits {
+  const seconds = (flag: string | undefined, name: string, defaultMs: number): number => {
+    const text = pick(flag, name.toUpperCase().replace(/-/g, '_'));
+    return text === undefined ? defaultMs : integerIn(text, name, 1, 3_600) * 1000;
+  };
+  const connectionsMax = pick(flags.connectionsMax, 'CONNECTIONS_MAX');
+  const http: HttpLimits = {
+    headersTimeoutMs: seconds(flags.headersTimeoutS, 'headers-timeout-s', httpLimitsDefaults.headersTimeoutMs),
+    requestTimeoutMs: seconds(flags.requestTimeoutS, 'request-timeout-s', httpLimitsDefaults.requestTimeoutMs),
+    idleTimeoutMs: seconds(flags.idleTimeoutS, 'idle-timeout-s', httpLimitsDefaults.idleTimeoutMs),
+    connectionsMax: connectionsMax === undefined
+      ? httpLimitsDefaults.connectionsMax : integerIn(connectionsMax, 'connections-max', 1, 1_000_000),
+  };
+  if (http.headersTimeoutMs > http.requestTimeoutMs) {
+    throw new CliUsageError('--headers-timeout-s must not be longer than --request-timeout-s (the headers are part of the request)');
+  }
+  return http;
 }
 
 /** `--api-keys FILE` wins over inline `TICKLER_API_KEYS`; `TICKLER_API_KEYS_FILE` names a file too. */

@@ -145,6 +145,10 @@ export function checkSpec(spec: JobSpec, payloadBytesMax: number, nowMs: number)
     if (name.length === 0 || name.includes('=') || hasControlCharacter(name)) {
       throw new TicklerError('invalid_request', 'label names are non-empty, printable and hold no "="', { field: 'labels' });
     }
+    // The schema's Record cannot bound its keys; a name is held to the limit of a value.
+    if (name.length > limits.labelLengthMax) {
+      throw new TicklerError('invalid_request', `label names are at most ${limits.labelLengthMax} characters`, { field: 'labels' });
+    }
     if (hasControlCharacter(value)) {
       throw new TicklerError('invalid_request', `label ${name} holds a control character`, { field: `labels.${name}` });
     }

@@ -88,7 +88,7 @@ export class RunService {
       runId,
       fencingToken: completion.fencingToken,
       status: completion.status,
-      error: completion.error,
+      error: completion.error === null ? null : escapeNul(completion.error),
       result: completion.result ?? null,
       nowMs: this.deps.clock.nowMs(),
       wantRun,
@@ -143,6 +143,18 @@ async function settleEach<I, T>(items: readonly I[], call: (item: I) => Promise<
   return settled.map((outcome) => outcome.status === 'fulfilled'
     ? { ok: true, value: outcome.value }
     : { ok: false, error: outcome.reason as unknown });
+}
+
+/**
+ * PostgreSQL's text cannot hold U+0000, and a worker's error text is whatever its handler
+ * threw: refusing it would leave a failure that cannot be recorded. So on every store a NUL
+ * in `error` is kept as the six characters `\u0000`, and the run reads the same on both.
+ */
+// eslint-disable-next-line no-control-regex -- NUL is exactly what this replaces
+const nul = /\u0000/g;
+
+function escapeNul(text: string): string {
+  return text.includes('\u0000') ? text.replace(nul, '\\u0000') : text;
 }
 
 function staleToken(runId: string): TicklerError {

@@ -5,8 +5,10 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { cronJob, delayJob, startHarness, type Harness } from './harness.js';
+import { listen, rawRequest, connect, readAnswer } from './raw-http.js';
 import { TicklerError } from '../../src/errors.js';
 import type { Store } from '../../src/store/store.js';
+import { openTestStore, postgresSkipReason } from '../store/postgres-harness.js';
 
 interface Case {
   name: string;
@@ -88,6 +90,9 @@ const rejectedCreates: Case[] = [
   { name: 'pool with a quote', body: delayJob({ pool: 'bill\'ing' }), status: 400, code: 'invalid_request', field: 'pool' },
   { name: 'label value not a string', body: delayJob({ labels: { tier: 1 } }), status: 400, code: 'invalid_request', field: 'labels.tier' },
   { name: 'label name with =', body: delayJob({ labels: { 'a=b': 'c' } }), status: 400, code: 'invalid_request', field: 'labels' },
+  // Names are held to the 256 characters of a value: a long name would get around the payload limit.
+  { name: 'label name of 257 characters', body: delayJob({ labels: { ['n'.repeat(257)]: 'v' } }), status: 400, code: 'invalid_request', field: 'labels' },
+  { name: 'label name of 1 MB', body: delayJob({ labels: { ['n'.repeat(1_000_000)]: 'v' } }), status: 400, code: 'invalid_request', field: 'labels' },
 ];
 
 describe('bad input to POST /v1/jobs', () => {
@@ -153,6 +158,16 @@ describe('input at the limits is accepted', () => {
       assert.equal(answer.status, 201, key);
       assert.equal(answer.json.key, key);
     }
+  });
+
+  it('takes a label name of exactly 256 characters', async () => {
+    const name = 'n'.repeat(256);
+    const answer = await h.call('POST', '/v1/jobs', { body: delayJob({ labels: { [name]: 'v' } }) });
+    assert.equal(answer.status, 201);
+    assert.deepEqual(answer.json.labels, { [name]: 'v' });
+    const longer = await h.call('PATCH', `/v1/jobs/${answer.json.job_id}`, { body: { labels: { [`${name}x`]: 'v' } } });
+    assert.equal(longer.status, 400, 'and a PATCH is held to it too');
+    assert.equal(longer.json.error.field, 'labels');
   });
 
   it('takes a cron that fires every second', async () => {
@@ -229,6 +244,42 @@ describe('other bad input', () => {
       assert.equal(answer.status, 400, url);
       assert.equal(answer.json.error.code, 'invalid_request');
       assert.equal(answer.json.error.field, field, url);
+    }
+  });
+
+  it('reads numbers in a query only in decimal digits, on every list route and the preview', async () => {
+    const job = await h.call('POST', '/v1/jobs', { body: delayJob() });
+    const routes = ['/v1/jobs', '/v1/jobs:silent', `/v1/jobs/${job.json.job_id}/runs`, '/v1/runs', '/v1/dlq'];
+    // TypeBox's conversion alone reads each as a number: 1.9 as 1, 0x2 as 2, 1e2 as 100, and so on.
+    for (const text of ['1.9', '0x2', '1e2', '+5', '%205', '5%20', '0b11', '2.0', 'Infinity']) {
+      for (const route of routes) {
+        const answer = await h.call('GET', `${route}?limit=${text}`);
+        assert.equal(answer.status, 400, `${route}?limit=${text}: ${answer.text}`);
+        assert.equal(answer.json.error.code, 'invalid_request');
+        assert.equal(answer.json.error.field, 'limit');
+      }
+      const preview = await h.call('GET', `/v1/schedules/preview?cron=${encodeURIComponent('0 2 * * *')}&count=${text}`);
+      assert.equal(preview.status, 400, `count=${text}`);
+      assert.equal(preview.json.error.field, 'count');
+    }
+    for (const route of routes) assert.equal((await h.call('GET', `${route}?limit=2`)).status, 200, route);
+  });
+
+  it('refuses two Authorization headers, with keys and in open mode', async () => {
+    const keyed = await startHarness({ apiKeys: new Map([['key-a', 'team-a'], ['key-b', 'team-b']]) });
+    try {
+      for (const harness of [keyed, h]) {
+        for (const headers of [['Bearer key-a', 'Bearer key-b'], ['Bearer key-a', 'Bearer key-a']]) {
+          // inject sends each value of an array as a header of its own, as on the wire (its types say string only).
+          const answer = await harness.app.inject({ method: 'GET', url: '/v1/jobs', headers: { authorization: headers as unknown as string } });
+          assert.equal(answer.statusCode, 400, answer.body);
+          assert.equal(JSON.parse(answer.body).error.code, 'invalid_request');
+        }
+      }
+      const one = await keyed.app.inject({ method: 'GET', url: '/v1/jobs', headers: { authorization: 'Bearer key-a' } });
+      assert.equal(one.statusCode, 200);
+    } finally {
+      await keyed.close();
     }
   });
 
@@ -314,3 +365,85 @@ describe('store outage', () => {
     });
   }
 });
+
+describe('what the HTTP parser refuses, on a real socket', () => {
+  let h: Harness;
+  let port: number;
+  before(async () => {
+    h = await startHarness({ apiKeys: new Map([['key-a', 'team-a'], ['key-b', 'team-b']]) });
+    port = await listen(h.app);
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  for (const [name, request] of [
+    ['a URL over 16 KiB', `GET /v1/jobs?pool=${'p'.repeat(17_000)} HTTP/1.1\r\nhost: x\r\n\r\n`],
+    ['a header over 16 KiB', `GET /v1/jobs HTTP/1.1\r\nhost: x\r\nx-padding: ${'a'.repeat(17_000)}\r\n\r\n`],
+    ['headers over 16 KiB together', `GET /v1/jobs HTTP/1.1\r\nhost: x\r\n${Array.from({ length: 200 }, (_, index) => `x-h${index}: ${'a'.repeat(100)}\r\n`).join('')}\r\n`],
+  ] as const) {
+    it(`answers 431 headers_too_large in the error shape for ${name}`, async () => {
+      const answer = await rawRequest(port, request);
+      assert.equal(answer.status, 431);
+      assert.equal(answer.json.error.code, 'headers_too_large');
+      assert.equal(typeof answer.json.error.message, 'string');
+      assert.ok(answer.closed);
+    });
+  }
+
+  it('answers 400 invalid_request in the error shape to bytes that are not HTTP', async () => {
+    const answer = await rawRequest(port, 'HELLO\r\n\r\n');
+    assert.equal(answer.status, 400);
+    assert.equal(answer.json.error.code, 'invalid_request');
+  });
+
+  it('refuses two Authorization headers as sent on the wire', async () => {
+    const socket = await connect(port);
+    try {
+      const answer = await readAnswer(socket, 'GET /v1/jobs HTTP/1.1\r\nhost: x\r\nauthorization: Bearer key-a\r\nAuthorization: Bearer key-b\r\n\r\n');
+      assert.equal(answer.status, 400);
+      assert.equal(answer.json.error.code, 'invalid_request');
+    } finally {
+      socket.destroy();
+    }
+  });
+});
+
+const postgresSkip = await postgresSkipReason();
+
+/**
+ * PostgreSQL text cannot hold U+0000, yet a worker must be able to record a failure whatever
+ * its error text: on both stores the NUL is kept escaped, and the run reads the same.
+ */
+for (const kind of ['sqlite', 'postgres'] as const) {
+  describe(`a completion whose error holds NUL, on ${kind}`, { skip: kind === 'postgres' ? postgresSkip ?? false : false }, () => {
+    it('is recorded, the NUL kept as the text \\u0000, single and batched', async () => {
+      const handle = kind === 'postgres' ? await openTestStore() : null;
+      const h = await startHarness(handle === null ? {} : { store: { store: handle.store, close: () => handle.cleanup() } });
+      try {
+        for (let index = 0; index < 2; index++) {
+          const created = await h.call('POST', '/v1/jobs', { body: { schedule: { delay_s: 0 }, pool: 'nul', retry: { max_attempts: 1 } } });
+          assert.equal(created.status, 201);
+        }
+        const leased = await h.call('POST', '/v1/workers/lease', { body: { pool: 'nul', max: 2 } });
+        assert.equal(leased.json.runs.length, 2);
+        const [single, batched] = leased.json.runs as { run_id: string; fencing_token: string }[];
+        const error = 'bad byte \u0000 here, and \u0000 again';
+        const one = await h.call('POST', `/v1/runs/${single!.run_id}/complete`,
+          { body: { fencing_token: single!.fencing_token, status: 'failed', error } });
+        assert.equal(one.status, 200, one.text);
+        const many = await h.call('POST', '/v1/runs:complete',
+          { body: { completions: [{ run_id: batched!.run_id, fencing_token: batched!.fencing_token, status: 'failed', error }] } });
+        assert.equal(many.status, 200, many.text);
+        assert.equal(many.json.results[0].status, 200, JSON.stringify(many.json.results[0]));
+        for (const run of [single!, batched!]) {
+          const read = await h.call('GET', `/v1/runs/${run.run_id}`);
+          assert.equal(read.json.status, 'dead');
+          assert.equal(read.json.last_error, 'bad byte \\u0000 here, and \\u0000 again');
+        }
+      } finally {
+        await h.close();
+      }
+    });
+  });
+}

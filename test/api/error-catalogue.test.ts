@@ -11,6 +11,8 @@ import { schemaIssueToError, toTicklerError, dottedPath } from '../../src/api/ht
 /** Codes in errors.ts beyond the table ("More codes may be added"), each with its reason. */
 const extensions: Record<string, string> = {
   unsupported_media_type: 'the 415 a body that is not application/json gets',
+  request_timeout: 'the 408 of a request not received within the server\'s timeout',
+  headers_too_large: 'the 431 of a request line and headers over 16 KiB',
   internal: 'the 500 of a programmer error; never an answer to bad input',
 };
 

@@ -51,12 +51,17 @@ export interface HarnessOptions {
   readiness?: () => Promise<{ ready: boolean; detail: Record<string, unknown> }>;
   /** Wrap the store (fault injection). */
   wrapStore?: (store: Store) => Store;
+  /** Another store than the SQLite file of a temp directory (PostgreSQL), closed with the harness. */
+  store?: { store: Store; close(): Promise<void> };
 }
 
 export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
   const directory = await mkdtemp(join(tmpdir(), 'tickler-api-'));
-  const sqlite = await openSqliteStore({ path: join(directory, 'tickler.db'), synchronous: 'NORMAL' });
-  const store = options.wrapStore === undefined ? sqlite : options.wrapStore(sqlite);
+  const opened = options.store ?? await (async () => {
+    const sqlite = await openSqliteStore({ path: join(directory, 'tickler.db'), synchronous: 'NORMAL' });
+    return { store: sqlite, close: () => sqlite.close() };
+  })();
+  const store = options.wrapStore === undefined ? opened.store : options.wrapStore(opened.store);
   const clock = new VirtualClock(startMs);
   const metrics = new Metrics();
   const app = buildApp({
@@ -79,7 +84,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     call: (method, url, callOptions = {}) => call(app, method, url, callOptions),
     async close() {
       await app.close();
-      await sqlite.close();
+      await opened.close();
       await rm(directory, { recursive: true, force: true });
     },
   };

@@ -17,6 +17,7 @@ test('defaults: loopback, port 7070, ./.tickler, both roles, no keys, real clock
   assert.deepEqual(resolveServeOptions({}, {}, noFile), {
     host: '127.0.0.1', port: 7070, dataDir: './.tickler', storeUrl: null, roles: ['api', 'scheduler'],
     nodeId: null, apiKeys: null, virtualClock: false, startAtMs: null, logLevel: 'info',
+    http: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, idleTimeoutMs: 72_000, connectionsMax: 1_024 },
   });
 });
 
@@ -26,6 +27,7 @@ test('every flag falls back to TICKLER_<NAME>, and a flag wins over its variable
     TICKLER_STORE: 'postgres://127.0.0.1:5432/test', TICKLER_ROLES: 'scheduler', TICKLER_NODE_ID: 'n-1',
     TICKLER_VIRTUAL_CLOCK: '1', TICKLER_START_AT: '2026-11-29T02:00:00.000Z', TICKLER_LOG_LEVEL: 'warn',
     TICKLER_CRON_TOLERANCE_DEFAULT_S: '60', TICKLER_PAYLOAD_BYTES_MAX: '1024',
+    TICKLER_HEADERS_TIMEOUT_S: '5', TICKLER_REQUEST_TIMEOUT_S: '20', TICKLER_IDLE_TIMEOUT_S: '65', TICKLER_CONNECTIONS_MAX: '300',
   };
   const fromEnv = resolveServeOptions({}, env, noFile);
   assert.deepEqual(fromEnv, {
@@ -33,6 +35,7 @@ test('every flag falls back to TICKLER_<NAME>, and a flag wins over its variable
     roles: ['scheduler'], nodeId: 'n-1', apiKeys: null, virtualClock: true,
     startAtMs: Date.parse('2026-11-29T02:00:00.000Z'), logLevel: 'warn', cronToleranceDefaultS: 60,
     payloadBytesMax: 1024,
+    http: { headersTimeoutMs: 5_000, requestTimeoutMs: 20_000, idleTimeoutMs: 65_000, connectionsMax: 300 },
   });
   const fromFlags = resolveServeOptions({ port: '0', roles: 'api, scheduler', dataDir: './d', logLevel: 'debug' }, env, noFile);
   assert.equal(fromFlags.port, 0);
@@ -40,6 +43,16 @@ test('every flag falls back to TICKLER_<NAME>, and a flag wins over its variable
   assert.equal(fromFlags.dataDir, './d');
   assert.equal(fromFlags.logLevel, 'debug');
   assert.equal(resolveServeOptions({}, { TICKLER_PORT: '' }, noFile).port, 7070, 'an empty variable is unset');
+});
+
+test('the HTTP timeouts and connection cap: flags win over variables; out of range or headers longer than the request refused', () => {
+  const env = { TICKLER_REQUEST_TIMEOUT_S: '20', TICKLER_CONNECTIONS_MAX: '300' };
+  assert.deepEqual(resolveServeOptions({ requestTimeoutS: '45', headersTimeoutS: '3', idleTimeoutS: '5', connectionsMax: '20000' }, env, noFile).http,
+    { headersTimeoutMs: 3_000, requestTimeoutMs: 45_000, idleTimeoutMs: 5_000, connectionsMax: 20_000 });
+  for (const flags of [{ requestTimeoutS: '0' }, { headersTimeoutS: '1.5' }, { idleTimeoutS: '3601' }, { connectionsMax: '0' }, { connectionsMax: 'many' }]) {
+    assert.throws(() => resolveServeOptions(flags, {}, noFile), usageError(/must be an integer within/), JSON.stringify(flags));
+  }
+  assert.throws(() => resolveServeOptions({ headersTimeoutS: '40' }, {}, noFile), usageError(/--headers-timeout-s must not be longer/));
 });
 
 test('TICKLER_DISPATCH_AT_CREATE turns dispatching due jobs at their create off or on; anything else is refused', () => {

@@ -26,6 +26,15 @@
  * 673 MB on disk), W2's lag p99 unchanged; a store that pauses between writes starts its WAL
  * over by itself and never gets here.
  *
+ * A checkpoint needs room: the pages the WAL adds to the database must fit on the disk before
+ * the WAL can start over, and a WAL that grew into the disk's last free bytes can never be
+ * copied at all (every commit then fails for good, and freeing space does not help when a
+ * steady load lets the WAL grow back into it within a second). So after a commit, at most
+ * every `roomCheckIntervalMs`, the WAL's size is held against the disk's free space; when
+ * the WAL is the larger, the store's connection copies it and truncates it at once (`room`):
+ * the WAL then never outgrows the room its own checkpoint needs, and a nearly full disk gets
+ * the WAL's space back. Measuring costs ~12 us (a statfs and a stat).
+ *
  * It runs at most once per `intervalMs` of writing and only after a commit, so an idle store
  * never wakes the thread; the thread starts on the first checkpoint (a store that writes
  * little, like most tests', never starts one). If the thread fails, the connection's own
@@ -42,6 +51,8 @@ const autocheckpointPagesWithoutThread = 10_000;
 const intervalMsDefault = 1_000;
 /** 16 MiB of 8 KiB frames: a WAL smaller than this after a pass is left to start over by itself. */
 const catchUpFramesMinDefault = 2_048;
+/** How often, at most, a commit holds the WAL's size against the disk's free space. */
+const roomCheckIntervalMs = 10;
 
 // CommonJS, evaluated in the thread: it needs no TypeScript loader.
 const threadSource = `
@@ -75,7 +86,8 @@ export class Checkpointer {
   /** From the open: a store that writes for less than an interval never starts the thread. */
   private lastStartedMs = performance.now();
   /** Checkpoints done by the thread, and WAL frames they copied: for tests and diagnosis. */
-  readonly stats = { checkpoints: 0, framesCheckpointed: 0, failures: 0, catchUps: 0 };
+  readonly stats = { checkpoints: 0, framesCheckpointed: 0, failures: 0, catchUps: 0, truncations: 0 };
+  private lastRoomCheckMs = Number.NEGATIVE_INFINITY;
   private readonly waiters: (() => void)[] = [];
 
   constructor(
@@ -87,6 +99,8 @@ export class Checkpointer {
       catchUp?(): void;
       /** Frames a pass must have found in the WAL before the store's connection catches up. */
       catchUpFramesMin?: number;
+      /** The WAL's size and the disk's free space, and a TRUNCATE checkpoint on the store's connection. */
+      room?: { measure(): { walBytes: number; freeBytes: number }; truncate(): void };
       logger?: Logger;
       intervalMs?: number;
     },
@@ -94,6 +108,7 @@ export class Checkpointer {
 
   /** Called after each commit: starts a checkpoint when none ran for an interval. */
   afterCommit(): void {
+    this.keepRoom();
     if (this.inFlight || this.failed || this.closing !== null) return;
     const nowMs = performance.now();
     if (nowMs - this.lastStartedMs < (this.options.intervalMs ?? intervalMsDefault)) return;
@@ -159,6 +174,26 @@ export class Checkpointer {
     } catch (error) {
       // The thread's next pass and the connection's own checkpoint remain.
       this.options.logger?.warn({ err: error }, 'WAL catch-up checkpoint failed');
+    }
+  }
+
+  /** Copies and truncates the WAL when it has grown larger than the disk's free space. */
+  private keepRoom(): void {
+    const room = this.options.room;
+    if (room === undefined || this.closing !== null) return;
+    const nowMs = performance.now();
+    if (nowMs - this.lastRoomCheckMs < roomCheckIntervalMs) return;
+    this.lastRoomCheckMs = nowMs;
+    try {
+      const { walBytes, freeBytes } = room.measure();
+      // The thread's pass holds the checkpoint lock, so a TRUNCATE now would only answer busy.
+      if (walBytes <= freeBytes || this.inFlight) return;
+      room.truncate();
+      this.stats.truncations++;
+    } catch (error) {
+      // No room even for that copy: the commits that fail next say so, and WriteHealth retries.
+      this.stats.failures++;
+      this.options.logger?.warn({ err: error }, 'WAL checkpoint to keep room on the disk failed');
     }
   }
 

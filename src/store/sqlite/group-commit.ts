@@ -154,6 +154,12 @@ export class GroupCommitQueue {
     });
   }
 
+  /** Null while the queue takes writes; after a failed sync, what the sync said. */
+  get brokenBy(): string | null {
+    if (this.broken === null) return null;
+    return this.broken instanceof Error ? this.broken.message : String(this.broken);
+  }
+
   /**
    * Commits everything queued now and makes it durable before answering; used on close so
    * no accepted write is left behind. Also waits for a sync already in flight.

@@ -10,6 +10,8 @@
  * Notifications (runs ready, near timers) are emitted once the commit that caused them is
  * durable.
  */
+import { statSync, statfsSync } from 'node:fs';
+import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { TicklerError } from '../../errors.js';
 import { groupCommitMax, timingDefaults } from '../../limits.js';
@@ -29,6 +31,7 @@ import { Notifier } from './notifications.js';
 import { StoreReads } from './reads.js';
 import { RunTransitions } from './run-transitions.js';
 import { Checkpointer, fallbackAutocheckpointPages } from './checkpointer.js';
+import { WriteHealth, isDiskFailure } from './write-health.js';
 import { migrate } from './schema.js';
 import { ShardLeaseTable } from './shard-leases.js';
 import { RunTable, TimerTable, TokenSequence } from './tables.js';
@@ -44,8 +47,10 @@ export interface SqliteStoreOptions {
   synchronous?: 'FULL' | 'NORMAL';
   /** How long a write waits for another process's transaction before failing as unavailable. */
   busyTimeoutMs?: number;
-  /** Where a throwing notification listener (or a failed background checkpoint) is reported. */
+  /** Where a throwing notification listener, a failed background checkpoint or failing commits are reported. */
   logger?: Logger;
+  /** How often a store whose commits fail (a full disk) tries to make room and commit again (write-health.ts). */
+  healIntervalMs?: number;
   /** Least time between two background WAL checkpoints while writing (checkpointer.ts); tests set 0. */
   checkpointIntervalMs?: number;
   /** Frames in the WAL after a background pass before the connection catches up (checkpointer.ts); tests set it small. */
@@ -133,6 +138,10 @@ export class SqliteStore implements Store {
   /** Null when the store was opened with synchronous NORMAL: commits are not synced at all. */
   private readonly walSync: WalSync | null;
   private readonly checkpointer: Checkpointer;
+  private readonly health: WriteHealth;
+  /** A write that changes nothing: commits again once the disk takes writes (makeRoomAndProbe). */
+  private readonly probeWrite: () => void;
+  private readonly logger: Logger | undefined;
   private closed = false;
   private dispatchLeaser: DispatchLeaser | null = null;
   private readonly scanStepJobs: number;
@@ -142,6 +151,7 @@ export class SqliteStore implements Store {
 
   constructor(private readonly db: Database.Database, options: SqliteStoreOptions) {
     const logger = options.logger;
+    this.logger = logger;
     this.scanStepJobs = Math.max(1, Math.trunc(options.scanStepJobs ?? scanStepJobsDefault));
     this.groupTransaction = db.transaction((body: () => unknown): unknown => body());
     this.savepoint = {
@@ -171,15 +181,53 @@ export class SqliteStore implements Store {
       catchUp: () => {
         db.pragma('wal_checkpoint(PASSIVE)');
       },
+      room: {
+        measure: () => ({ walBytes: sizeOrZero(`${options.path}-wal`), freeBytes: freeBytesOn(dirname(options.path)) }),
+        truncate: () => {
+          db.pragma('wal_checkpoint(TRUNCATE)');
+        },
+      },
       ...(options.checkpointCatchUpFramesMin === undefined ? {} : { catchUpFramesMin: options.checkpointCatchUpFramesMin }),
       ...(logger === undefined ? {} : { logger }),
       ...(options.checkpointIntervalMs === undefined ? {} : { intervalMs: options.checkpointIntervalMs }),
     });
+    this.health = new WriteHealth({
+      heal: () => this.makeRoomAndProbe(),
+      ...(logger === undefined ? {} : { logger }),
+      ...(options.healIntervalMs === undefined ? {} : { intervalMs: options.healIntervalMs }),
+    });
+    const probe = db.prepare('UPDATE token_sequence SET value = value WHERE id = 1');
+    this.probeWrite = () => probe.run();
     this.writes = new GroupCommitQueue((operations) => {
-      const outcomes = this.commitGroup(operations);
-      this.checkpointer.afterCommit();
+      let outcomes: OperationOutcome[];
+      try {
+        outcomes = this.commitGroup(operations);
+      } catch (error) {
+        if (isDiskFailure(error)) this.health.noteCommit(error);
+        throw error;
+      }
+      // A group of one that the disk refused answers its error rather than throwing it.
+      const refused = outcomes.find((outcome) => !outcome.ok && isDiskFailure(outcome.error));
+      this.health.noteCommit(refused === undefined ? null : (refused as { error: unknown }).error);
+      if (refused === undefined) this.checkpointer.afterCommit();
       return outcomes;
     }, groupCommitMax, this.walSync, { gatherMs: durableGatherMs });
+  }
+
+  /**
+   * One attempt of WriteHealth's to get commits going again: copy the WAL into the database
+   * and truncate it, which hands its space back (on the loop, between two group commits; a
+   * background checkpoint in flight makes it answer busy at once rather than wait), then a
+   * write that changes nothing, through the group commit like any other.
+   */
+  private async makeRoomAndProbe(): Promise<void> {
+    try {
+      this.db.pragma('wal_checkpoint(TRUNCATE)');
+    } catch (error) {
+      // No room yet to copy the WAL; the probe still says whether commits go through.
+      this.logger?.warn({ err: error }, 'WAL checkpoint to free space failed');
+    }
+    await this.write(1, this.probeWrite);
   }
 
   /** Waits for a background checkpoint in flight; answers what the checkpoint thread has done so far. */
@@ -440,14 +488,18 @@ export class SqliteStore implements Store {
 
   // Health ---------------------------------------------------------------------------------
 
+  /** Reachable and writable: while commits fail (a full disk), or after a failed sync, it throws `unavailable`. */
   async ping(): Promise<void> {
     this.run(() => this.db.prepare('SELECT 1').get());
+    const failing = this.health.failing ?? this.writes.brokenBy;
+    if (failing !== null) throw new TicklerError('unavailable', `the store cannot commit writes: ${failing}`);
   }
 
   /** Commits writes already accepted, then closes the file. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.health.close();
     await this.writes.drain();
     await this.checkpointer.close();
     this.walSync?.close();
@@ -584,6 +636,15 @@ export class SqliteStore implements Store {
   private assertOpen(): void {
     if (this.closed) throw new TicklerError('unavailable', 'the store is closed');
   }
+}
+
+function sizeOrZero(path: string): number {
+  return statSync(path, { throwIfNoEntry: false })?.size ?? 0;
+}
+
+function freeBytesOn(directory: string): number {
+  const stats = statfsSync(directory);
+  return stats.bavail * stats.bsize;
 }
 
 function mergeableOf(operation: QueuedOperation): Mergeable | undefined {
