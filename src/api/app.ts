@@ -27,6 +27,8 @@ import { resolveCaller, type AuthLevel, type Caller } from './auth.js';
 import { registerJobRoutes } from './routes-jobs.js';
 import { registerRunRoutes } from './routes-runs.js';
 import { registerOperationRoutes } from './routes-operations.js';
+import { registerUiDataRoutes } from './routes-ui-data.js';
+import { registerWebUi } from './web-ui.js';
 import { collectRoutes, type RouteDoc } from './openapi.js';
 
 declare module 'fastify' {
@@ -126,6 +128,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   if (deps.apiRoutes ?? true) {
     registerJobRoutes(app, context);
     registerRunRoutes(app, context);
+    registerUiDataRoutes(app, context);
+    registerWebUi(app);
   }
   registerOperationRoutes(app, context);
   // preClose, not onClose: the server waits for in-flight requests before onClose runs, and
