@@ -206,9 +206,10 @@ function keepProblems(sorted: Occurrence[]): Occurrence[] {
   return [...problems, ...rest].sort((a, b) => b.scheduledAtMs - a.scheduledAtMs);
 }
 
-/** Missed first, then failed, then late, then the rest; by key (or pool) within each. */
+/** Missed first, then failed, then late, then skipped, then the rest; by key (or pool) within each. */
 function rankRows(rows: OccurrenceRow[]): OccurrenceRow[] {
-  const rank = (row: OccurrenceRow) => (row.missed > 0 ? 0 : row.failed > 0 ? 1 : row.late > 0 ? 2 : 3);
+  const skipped = (row: OccurrenceRow) => Object.keys(row.counts).some((status) => status.startsWith('skipped_'));
+  const rank = (row: OccurrenceRow) => (row.missed > 0 ? 0 : row.failed > 0 ? 1 : row.late > 0 ? 2 : skipped(row) ? 3 : 4);
   const name = (row: OccurrenceRow) => row.job?.spec.key ?? row.job?.jobId ?? `~${row.pool}`;
   return rows.sort((a, b) => rank(a) - rank(b) || name(a).localeCompare(name(b)));
 }

@@ -101,7 +101,9 @@ async function dueAheadOf(store: Store, team: TeamScope, nowMs: number): Promise
       count(Math.max(job.nextFireAtMs, nowMs));
       if (!('cron' in job.spec.schedule)) continue;
       const schedule = compileSchedule(job.spec.schedule, job.spec.dst);
-      for (const occurrence of occurrencesAfter(schedule, job.nextScheduledAtMs, overviewLimits.minutesAhead * 60, untilMs)) {
+      // The pending fire is counted above (an overdue one in the current minute); then what follows it.
+      const afterMs = Math.max(job.nextScheduledAtMs, nowMs);
+      for (const occurrence of occurrencesAfter(schedule, afterMs, overviewLimits.minutesAhead * 60, untilMs)) {
         if (!occurrence.skippedDst) count(occurrence.scheduledAtMs);
       }
     }

@@ -7,7 +7,7 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type BrowserContext } from 'playwright-core';
 
 export const chromiumPath = '/usr/bin/chromium';
 
@@ -19,17 +19,21 @@ export function browserMissing(): string | null {
   return reason;
 }
 
-export async function launchBrowser(): Promise<{ browser: Browser; close(): Promise<void> }> {
+/** A browser context on a new, empty profile, 1,400 px wide, in Berlin's time zone (the scenario's). */
+export async function launchBrowser(): Promise<{ context: BrowserContext; close(): Promise<void> }> {
   const profile = mkdtempSync(join(tmpdir(), 'tickler-chromium-'));
-  const browser = await chromium.launch({
+  const context = await chromium.launchPersistentContext(profile, {
     executablePath: chromiumPath,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', `--user-data-dir=${profile}`],
+      '--disable-component-update', '--disable-sync'],
+    viewport: { width: 1400, height: 900 },
+    timezoneId: 'Europe/Berlin',
+    locale: 'en-GB',
   });
   return {
-    browser,
+    context,
     async close() {
-      await browser.close();
+      await context.close();
       rmSync(profile, { recursive: true, force: true });
     },
   };

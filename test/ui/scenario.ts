@@ -83,18 +83,21 @@ export async function startScenario(): Promise<Scenario> {
     // Another team's job, which team ops must never see.
     await must(url, 'POST', '/v1/jobs', { key: 'web-secret-job', schedule: { cron: '0 3 * * *', tz: 'UTC' }, pool: 'web' }, keys.other);
 
+    // Three webhook deliveries, due in the night, that their worker rejects for good.
+    for (const [index, customer] of ['acme', 'globex', 'initech'].entries()) {
+      await create({ key: `webhook-${customer}`, schedule: { at: `2026-03-29T0${3 + index}:10:00.000Z` }, pool: 'webhooks',
+        payload: { customer } });
+    }
     const end = Date.parse(endAt);
     for (let now = Date.parse(startAt); now < end;) {
       const stepS = Math.min(3600, (end - now) / 1000);
-      const t0 = Date.now();
       now = Date.parse((await must(url, 'POST', '/v1/clock/advance', { seconds: stepS }, keys.admin)).now);
-      const t1 = Date.now();
       await work(url, 'sync', () => ({ status: 'succeeded' }));
       await work(url, 'maintenance', () => ({ status: 'succeeded' }));
       await work(url, 'billing', (run) => (run.attempt === 1
         ? { status: 'failed', error: 'HTTP 503 from ledger-api: upstream timeout' } : { status: 'succeeded' }));
       await work(url, 'reports', () => ({ status: 'failed', error: nightlyError }));
-      if (process.env['DBG'] !== undefined) console.log(new Date(now).toISOString(), t1 - t0, Date.now() - t1);
+      await work(url, 'webhooks', () => ({ status: 'failed_permanent', error: 'HTTP 410 Gone from the customer endpoint: subscription removed' }));
     }
     return {
       server, url,
