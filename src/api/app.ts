@@ -31,6 +31,8 @@ import { registerJobRoutes } from './routes-jobs.js';
 import { registerRunRoutes } from './routes-runs.js';
 import { registerOperationRoutes } from './routes-operations.js';
 import { registerOpenApi } from './openapi.js';
+import { registerUiDataRoutes } from './routes-ui-data.js';
+import { registerWebUi } from './web-ui.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -148,6 +150,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     if (deps.apiRoutes ?? true) {
       registerJobRoutes(scoped, context);
       registerRunRoutes(scoped, context);
+      registerUiDataRoutes(scoped, context);
+      registerWebUi(scoped);
     }
     registerOperationRoutes(scoped, context);
   });

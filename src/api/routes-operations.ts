@@ -1,7 +1,7 @@
 /**
  * Operations (API.md "Operations", "Virtual clock"): liveness and readiness without a key,
  * Prometheus metrics and the virtual clock for admins (open in development mode), the
- * OpenAPI document, and the run-history page.
+ * OpenAPI document.
  */
 import { Type } from 'typebox';
 import type { FastifyInstance } from 'fastify';
@@ -10,12 +10,8 @@ import type { App, ApiContext } from './app.js';
 import { ClockAdvanceBody, ReadinessAnswer, StatusAnswer } from './schemas.js';
 import { openApiDocument } from './openapi.js';
 import { iso } from './wire.js';
-import { callerOf } from './route-helpers.js';
-import { scopeOf } from './auth.js';
-import { renderRunHistory } from './ui.js';
 
 const NowAnswer = Type.Object({ now: Type.String() });
-const uiRunsMax = 200;
 
 export function registerOperationRoutes(app: App, context: ApiContext): void {
   const { deps } = context;
@@ -52,14 +48,6 @@ export function registerOperationRoutes(app: App, context: ApiContext): void {
     const nowMs = await clock.advance(Math.round(request.body.seconds * 1000));
     return { now: iso(nowMs) };
   });
-
-  app.get('/', { config: { doc: { summary: 'the run-history page, silent jobs first', answers: { 200: { contentType: 'text/html' } } } } },
-    async (request, reply) => {
-      const scope = scopeOf(callerOf(request), undefined);
-      const page = await context.runs.list({ team: scope, limit: uiRunsMax });
-      const silent = await context.jobs.silent(scope, uiRunsMax);
-      return reply.type('text/html; charset=utf-8').send(renderRunHistory(page.items, silent.items, deps.clock.nowMs()));
-    });
 }
 
 function requireVirtualClock(context: ApiContext) {

@@ -74,36 +74,6 @@ describe('operations', () => {
     assert.deepEqual(document.paths['/healthz'].get.security, [], 'public');
     assert.deepEqual(document.paths['/v1/jobs'].get.security, [{ bearer: [] }]);
   });
-
-  it('renders the run history as escaped HTML', async () => {
-    const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool: 'ui' }) });
-    await h.call('POST', `/v1/jobs/${created.json.job_id}/trigger`);
-    const lease = await h.call('POST', '/v1/workers/lease', { body: { pool: 'ui' } });
-    const { run_id: runId, fencing_token: token } = lease.json.runs[0];
-    await h.call('POST', `/v1/runs/${runId}/complete`, {
-      body: { fencing_token: token, status: 'failed_permanent', error: '<script>alert("x")</script>' },
-    });
-    const page = await h.call('GET', '/');
-    assert.equal(page.status, 200);
-    assert.match(String(page.headers['content-type']), /^text\/html/);
-    assert.ok(page.text.includes(runId));
-    assert.ok(page.text.includes('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;'));
-    assert.ok(!page.text.includes('<script>'));
-    assert.match(page.text, /<td>dead<\/td>/);
-    assert.ok(page.text.includes('No job is past its <code>max_silence_s</code>.'));
-  });
-
-  it('lists the silent jobs above the runs, escaped', async () => {
-    const created = await h.call('POST', '/v1/jobs', { body: cronJob({ pool: 'ui', key: '<b>nightly</b>', max_silence_s: 60 }) });
-    assert.equal(created.status, 201);
-    await h.clock.advance(60_000);
-    const page = await h.call('GET', '/');
-    const silentAt = page.text.indexOf('<h1>Silent jobs</h1>');
-    assert.ok(silentAt >= 0 && silentAt < page.text.indexOf('<h1>Run history</h1>'));
-    assert.ok(page.text.includes(created.json.job_id));
-    assert.ok(page.text.includes('&lt;b&gt;nightly&lt;/b&gt;') && !page.text.includes('<b>nightly'));
-    assert.ok(page.text.includes('<td>never</td>'));
-  });
 });
 
 describe('operations without the virtual clock, and not ready', () => {
