@@ -186,7 +186,7 @@ void describe('sqlite schema v5: the dead man\'s switch column', () => {
       // Back to v4 as a v4 build left it: no column, no index.
       const raw = new Database(path);
       raw.exec('DROP INDEX jobs_watched; ALTER TABLE jobs DROP COLUMN max_silence_s;');
-      raw.exec(undoV7);
+      raw.exec(undoV7AndLater);
       raw.pragma('user_version = 4');
       raw.close();
       await assertOnlyWatchedAfterUpgrade(() => openSqliteStore({ path }), watched.jobId);
@@ -220,7 +220,7 @@ void describe('sqlite schema v6: run events without AUTOINCREMENT', () => {
         DROP TABLE run_events_v6;
         CREATE INDEX run_events_by_run ON run_events (run_seq);`);
       assert.equal(raw.prepare("SELECT count(*) FROM sqlite_sequence WHERE name = 'run_events'").pluck().get(), 1);
-      raw.exec(undoV7);
+      raw.exec(undoV7AndLater);
       raw.pragma('user_version = 5');
       raw.close();
 
@@ -252,7 +252,9 @@ void describe('sqlite schema v6: run events without AUTOINCREMENT', () => {
 });
 
 /** What v7 added, taken out again, for tests that put a file back to an older version. */
-const undoV7 = 'ALTER TABLE timers DROP COLUMN dispatched_ahead;';
+// What v8 (the silence announced) and v7 (timers written ahead) added, taken back in that order.
+const undoV7AndLater = `DROP INDEX jobs_silence_announced; ALTER TABLE jobs DROP COLUMN silence_announced_since;
+  ALTER TABLE timers DROP COLUMN dispatched_ahead;`;
 
 void describe('sqlite schema v7: timers whose run was written ahead', () => {
   void it('gives every pending timer of an older file the column, unmarked, so each fires whole as before', async () => {
@@ -263,7 +265,7 @@ void describe('sqlite schema v7: timers whose run was written ahead', () => {
       const job = await createJob(store, { timer: timerAt(dueMs) });
       await store.close();
       const raw = new Database(path);
-      raw.exec(undoV7);
+      raw.exec(undoV7AndLater);
       raw.pragma('user_version = 6');
       raw.close();
       store = await openSqliteStore({ path });
