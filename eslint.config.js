@@ -3,6 +3,37 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/**
+ * The direction of dependencies inside src/ (docs/DESIGN.md, "Layout"): each folder may import
+ * only the folders below it. `forbidden` lists, per folder, the folders (and top-level modules)
+ * it must not reach; every relative import is checked, however many `../` it climbs.
+ */
+const layers = {
+  domain: ['store', 'service', 'scheduler', 'api', 'worker', 'direct-worker', 'cli', 'obs', 'migrate', 'server', 'clock', 'index'],
+  obs: ['store', 'service', 'scheduler', 'api', 'worker', 'direct-worker', 'cli', 'migrate', 'server', 'index'],
+  store: ['service', 'scheduler', 'api', 'worker', 'direct-worker', 'cli', 'migrate', 'server', 'index'],
+  service: ['scheduler', 'api', 'worker', 'direct-worker', 'cli', 'migrate', 'server', 'index'],
+  scheduler: ['api', 'worker', 'direct-worker', 'cli', 'migrate', 'server', 'index'],
+  // The SDK runs in users' processes: none of the server's code.
+  worker: ['store', 'service', 'scheduler', 'api', 'direct-worker', 'cli', 'migrate', 'server', 'index'],
+  'direct-worker': ['scheduler', 'cli', 'migrate', 'server', 'index'],
+};
+
+function layerRule([folder, forbidden]) {
+  const names = forbidden.join('|');
+  return {
+    files: [`src/${folder}/**/*.ts`],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [{
+          regex: `^(\\.\\./)+(${names})(/|\\.js$)`,
+          message: `src/${folder} may not import this layer (docs/DESIGN.md, "Layout": the direction of dependencies)`,
+        }],
+      }],
+    },
+  };
+}
+
 export default tseslint.config(
   { ignores: ['node_modules/**', 'artifacts/**', '.tickler/**', 'web/**/*.min.js', 'web/dist/**'] },
   js.configs.recommended,
@@ -25,6 +56,19 @@ export default tseslint.config(
       }],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/no-explicit-any': 'error',
+    },
+  },
+  ...Object.entries(layers).map(layerRule),
+  {
+    // The SDK may name the server's wire shapes only through its own wire.ts; the API the SDK's.
+    files: ['src/api/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [{
+          regex: '^(\\.\\./)+(scheduler|direct-worker|cli|migrate|server|index)(/|\\.js$)|^(\\.\\./)+worker/(?!wire\\.js$)',
+          message: 'src/api may not import this layer (docs/DESIGN.md, "Layout"); of the SDK only its wire types',
+        }],
+      }],
     },
   },
 );

@@ -27,7 +27,7 @@ import { SystemClock } from '../src/clock.js';
 import { TicklerClient } from '../src/worker/client.js';
 import { PermanentError } from '../src/worker/errors.js';
 import type { WorkerRun } from '../src/worker/run-attempt.js';
-import { openPostgresWorkerApi, type PostgresWorkerApi } from '../src/worker/postgres-direct.js';
+import { openPostgresWorkerApi, type PostgresWorkerApi } from '../src/direct-worker/postgres-direct.js';
 import { createWorker } from '../src/worker/worker.js';
 import type { WorkerApi } from '../src/worker/worker-api.js';
 import { HistoryRecorder } from './recorder.js';

@@ -4,8 +4,8 @@
  */
 export { TicklerClient, type TicklerClientOptions, type RequestOptions } from './worker/client.js';
 export type { WorkerApi } from './worker/worker-api.js';
-export type { PostgresWorkerApi, PostgresWorkerApiOptions } from './worker/postgres-direct.js';
-export { openPostgresWorkerApi } from './worker/open-postgres-worker-api.js';
+export type { PostgresWorkerApi, PostgresWorkerApiOptions } from './direct-worker/postgres-direct.js';
+export { openPostgresWorkerApi } from './direct-worker/open-postgres-worker-api.js';
 export { createWorker, leaseErrorBackoffMs, type Worker, type WorkerOptions } from './worker/worker.js';
 export {
   LeaseLostError,

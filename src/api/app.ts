@@ -9,24 +9,19 @@
  * ajv (`removeAdditional: false`, `coerceTypes: false`); the ajv options are still set to
  * those values in case a route ever falls back to ajv.
  */
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyInstance, type RawServerDefault } from 'fastify';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Clock, VirtualClock } from '../clock.js';
-import type { Metrics } from '../obs/metrics.js';
-import type { Logger } from '../obs/log.js';
-import type { Store } from '../store/store.js';
 import * as limits from '../limits.js';
 import { TicklerError } from '../errors.js';
 import { JobService } from '../service/job-service.js';
-import type { LabelSelector } from '../service/job-spec.js';
 import { RunService } from '../service/run-service.js';
 import { LeaseWaiters } from '../service/lease-waiters.js';
 import { parseJsonBody } from './json-body.js';
 import { validatorCompiler } from './validator.js';
 import { capConnections, httpServerOptions } from './http-limits.js';
 import { toTicklerError } from './http-errors.js';
-import { resolveCaller, type AuthLevel, type Caller } from './auth.js';
+import { resolveCaller } from './auth.js';
+import type { ApiConfig, ApiContext, App, AppDeps } from './context.js';
 import { registerJobRoutes } from './routes-jobs.js';
 import { registerRunRoutes } from './routes-runs.js';
 import { registerOperationRoutes } from './routes-operations.js';
@@ -34,53 +29,7 @@ import { registerOpenApi } from './openapi.js';
 import { registerUiDataRoutes } from './routes-ui-data.js';
 import { registerWebUi } from './web-ui.js';
 
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /** Who may call the route; routes without it need a team key. */
-    auth?: AuthLevel;
-  }
-  interface FastifyRequest {
-    caller: Caller | null;
-    /** The body text as given, for key idempotency; null without a body. */
-    rawBody: string | null;
-  }
-}
-
-export interface ApiConfig {
-  /** key → team; null = open mode (every caller is team 'default'); team 'admin' is an admin. */
-  apiKeys: Map<string, string> | null;
-  payloadBytesMax: number;
-  cronToleranceDefaultS: number;
-  /** `JobServiceDeps.dispatchAtCreate`; on unless false. */
-  dispatchAtCreate?: boolean;
-  /** Jobs with this label must set max_silence_s. */
-  silenceRequiredLabel?: LabelSelector | null;
-  /** Timeouts and the connection cap of the server (default `limits.httpLimitsDefaults`). */
-  http?: limits.HttpLimits;
-}
-
-export interface AppDeps {
-  store: Store;
-  clock: Clock;
-  virtualClock: VirtualClock | null;
-  metrics: Metrics;
-  logger: Logger;
-  config: ApiConfig;
-  /** /readyz: store reachable and shards owned (the server wiring provides it). */
-  readiness(): Promise<{ ready: boolean; detail: Record<string, unknown> }>;
-  /** False on a node without the api role: only the operations routes are served. */
-  apiRoutes?: boolean;
-}
-
-export type App = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
-
-/** What route modules share. */
-export interface ApiContext {
-  deps: AppDeps;
-  jobs: JobService;
-  runs: RunService;
-  waiters: LeaseWaiters;
-}
+export type { ApiConfig, ApiContext, App, AppDeps } from './context.js';
 
 export function defaultApiConfig(): ApiConfig {
   return { apiKeys: null, payloadBytesMax: limits.payloadBytesMax, cronToleranceDefaultS: limits.cronToleranceSecondsDefault };

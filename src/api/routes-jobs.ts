@@ -5,7 +5,7 @@
 import { Compile } from 'typebox/compile';
 import { TicklerError } from '../errors.js';
 import * as limits from '../limits.js';
-import type { App, ApiContext } from './app.js';
+import type { App, ApiContext } from './context.js';
 import {
   CancelByPrefixQuery,
   CancelledCountAnswer,

@@ -6,7 +6,7 @@
 import { Type } from 'typebox';
 import type { FastifyInstance } from 'fastify';
 import { TicklerError } from '../errors.js';
-import type { App, ApiContext } from './app.js';
+import type { App, ApiContext } from './context.js';
 import { ClockAdvanceBody, ReadinessAnswer, StatusAnswer } from './schemas.js';
 import { openApiDocument } from './openapi.js';
 import { iso } from './wire.js';

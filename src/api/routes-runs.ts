@@ -3,7 +3,7 @@
  * worker calls lease (long-poll), heartbeat and complete, one run at a time or in batches.
  */
 import * as limits from '../limits.js';
-import type { App, ApiContext } from './app.js';
+import type { App, ApiContext } from './context.js';
 import { completeItems, heartbeatItems, leaseWaitRequestOf } from './worker-calls.js';
 import {
   CompleteBatchAnswer,

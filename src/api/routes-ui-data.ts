@@ -6,7 +6,7 @@
 import { Type, type TSchema } from 'typebox';
 import { TicklerError } from '../errors.js';
 import type { RunRecord } from '../domain/types.js';
-import type { App, ApiContext } from './app.js';
+import type { App, ApiContext } from './context.js';
 import { JobListQuery, TeamQuery } from './schemas.js';
 import { adminTeam, openModeTeam, scopeOf } from './auth.js';
 import { checkId, callerOf, instantOf } from './route-helpers.js';

@@ -18,6 +18,8 @@ import {
   runStatuses,
 } from '../domain/types.js';
 import { specLimits } from '../service/job-spec.js';
+import type { JobCreateInput, JobPatchInput } from '../service/job-input.js';
+import type { JobCreateRequest } from '../worker/wire.js';
 
 function oneOf<const T extends string[]>(values: readonly [...T]) {
   return Type.Enum(values);
@@ -95,6 +97,13 @@ export const JobCreateBody = Type.Object({
   pager: Type.Optional(policyFields.pager),
 }, strict);
 export type JobCreateBody = Static<typeof JobCreateBody>;
+/** True when A and B have the same fields, each assignable both ways (a compile-time check). */
+type SameShape<A, B> = [A, B, keyof A, keyof B] extends [B, A, keyof B, keyof A] ? true : never;
+// A validated body is exactly what the service takes, and what the SDK sends.
+const createBodyIsServiceInput: SameShape<JobCreateBody, JobCreateInput> = true;
+/** True when every A is a valid B and they name the same fields (the SDK's types may be narrower). */
+type FitsWithSameFields<A, B> = [A, keyof A, keyof B] extends [B, keyof B, keyof A] ? true : never;
+const createBodyIsSdkRequest: FitsWithSameFields<JobCreateRequest, JobCreateBody> = true;
 
 /** A PATCH changes schedule, payload or policies; the key and the team stay. */
 export const JobPatchBody = Type.Object({
@@ -117,6 +126,10 @@ export const JobPatchBody = Type.Object({
   pager: Type.Optional(policyFields.pager),
 }, strict);
 export type JobPatchBody = Static<typeof JobPatchBody>;
+const patchBodyIsServiceInput: SameShape<JobPatchBody, JobPatchInput> = true;
+void createBodyIsServiceInput;
+void createBodyIsSdkRequest;
+void patchBodyIsServiceInput;
 
 /** Items are validated one by one in the handler, so one bad item fails only itself. */
 /** What an accepted batch-create item carries: the whole job (default) or only its id. */

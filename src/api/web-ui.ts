@@ -9,7 +9,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TicklerError } from '../errors.js';
-import type { App } from './app.js';
+import type { App } from './context.js';
 
 /** web/dist, from src/api or from the compiled dist/api alike. */
 export const webDistDir = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..', 'web', 'dist');

@@ -150,7 +150,7 @@ export function leasedRunWireJson(run: LeasedRun): string {
     + `,"ready_at":"${iso(run.readyAtMs)}"}`;
 }
 
-/** `leasedRunWireJson`'s run as an object: a worker straight to PostgreSQL gets it without the text (src/worker/postgres-direct.ts). */
+/** `leasedRunWireJson`'s run as an object: a worker straight to PostgreSQL gets it without the text (src/direct-worker/postgres-direct.ts). */
 export function leasedRunToWire(run: LeasedRun): WireLeasedRun {
   return {
     run_id: run.runId,

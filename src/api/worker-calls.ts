@@ -1,6 +1,6 @@
 /**
  * What the worker calls' HTTP routes and the same calls made straight to PostgreSQL
- * (`src/worker/postgres-direct.ts`) share: a lease body read as a long-poll request, and the
+ * (`src/direct-worker/postgres-direct.ts`) share: a lease body read as a long-poll request, and the
  * items of the batches (`POST /v1/runs:complete` and `/v1/runs:heartbeat`), each checked on
  * its own and answering for itself, in request order, with its status and its value or its
  * error document.

@@ -3,13 +3,13 @@
  * exec-handler.ts for the exit-code contract). SIGTERM or SIGINT stops leasing, lets running
  * commands finish for `--stop-timeout-s`, then kills what is left, and exits 0. With `--store
  * postgres://...` it leases and completes straight against the servers' database instead of
- * through `--url` (src/worker/postgres-direct.ts), for the runs of `--team` (default: all).
+ * through `--url` (src/direct-worker/postgres-direct.ts), for the runs of `--team` (default: all).
  */
 import { leaseAheadMsMax } from '../limits.js';
 import { createLogger } from '../obs/log.js';
 import { TicklerClient } from '../worker/client.js';
-import { openPostgresWorkerApi } from '../worker/open-postgres-worker-api.js';
-import type { PostgresWorkerApi } from '../worker/postgres-direct.js';
+import { openPostgresWorkerApi } from '../direct-worker/open-postgres-worker-api.js';
+import type { PostgresWorkerApi } from '../direct-worker/postgres-direct.js';
 import { createWorker } from '../worker/worker.js';
 import { createExecHandler } from './exec-handler.js';
 import { CliUsageError, integerIn } from './serve-options.js';

@@ -25,7 +25,7 @@
  * are written, the rest go into one summary.
  */
 import type { JobSpec } from './types.js';
-import type { OccurrenceWrite, TimerWrite } from '../store/store.js';
+import type { OccurrenceWrite, TimerWrite } from './types.js';
 import { catchUpSkippedRowsMax } from '../limits.js';
 import {
   countOccurrences, newestOccurrences, nextOccurrence, occurrencesAfter, type CompiledSchedule, type Occurrence,

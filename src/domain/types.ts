@@ -149,3 +149,21 @@ export interface Page<T> {
   items: T[];
   nextCursor: string | null;
 }
+
+/** A pending timer to write: when it fires (with jitter) and the occurrence it stands for. */
+export interface TimerWrite {
+  fireAtMs: number;
+  scheduledAtMs: number;
+}
+
+/** An occurrence the firing plan records: a run to dispatch, or one skipped with its reason. */
+export interface OccurrenceWrite {
+  scheduledAtMs: number;
+  fireAtMs: number;
+  /**
+   * `ready` occurrences pass through the job's overlap policy inside the dispatch
+   * transaction; skipped ones are recorded as they are, with `reason` in `last_error`.
+   */
+  status: 'ready' | 'skipped_outage' | 'skipped_dst';
+  reason?: string;
+}

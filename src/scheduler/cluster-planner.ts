@@ -11,7 +11,7 @@
  */
 import { shardCount } from '../limits.js';
 import type { ShardLease } from '../store/store.js';
-import type { ClusterMembership, LiveMember } from './cluster-membership.js';
+import type { ClusterMembership, LiveMember } from '../store/membership.js';
 import type { ShardPlanner } from './shard-lease-manager.js';
 
 export function clusterPlanner(options: {

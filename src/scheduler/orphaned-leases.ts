@@ -20,7 +20,7 @@
  */
 import type { Clock, TimerHandle } from '../clock.js';
 import type { Logger } from '../obs/log.js';
-import type { ClusterMembership } from './cluster-membership.js';
+import type { ClusterMembership } from '../store/membership.js';
 
 export interface LeaseCutter {
   /** Cuts leases granted by nodes outside `liveNodeIds` and not heartbeated since; answers how many. */

@@ -13,7 +13,7 @@ import { firstTimer, planFiring } from '../domain/firing-plan.js';
 import type {
   CreateJobInput, CreateJobOutcome, JobChange, JobListFilter, SilentJob, Store, TeamScope, TimerWrite,
 } from '../store/store.js';
-import type { JobCreateBody, JobPatchBody } from '../api/schemas.js';
+import type { JobCreateInput, JobPatchInput } from './job-input.js';
 import { decodeCursor, encodeCursor } from '../store/cursor.js';
 import { specJsonOf } from '../domain/spec-json.js';
 import { specFromCreate, specFromPatch, type LabelSelector, type SpecContext } from './job-spec.js';
@@ -40,7 +40,7 @@ export interface JobServiceDeps {
  * keyed body's text is read; callers may leave it empty for a body without `key`.
  */
 export interface CreateItem {
-  body: JobCreateBody;
+  body: JobCreateInput;
   rawText: string;
 }
 
@@ -224,7 +224,7 @@ export class JobService {
   }
 
   /** Schedule, payload or policies; the pending timer is replaced in the same transaction. */
-  patch(scope: TeamScope, jobId: string, patch: JobPatchBody): Promise<JobRecord> {
+  patch(scope: TeamScope, jobId: string, patch: JobPatchInput): Promise<JobRecord> {
     return this.changeWithRetry(scope, jobId, (job, nowMs) => {
       if (job.state === 'cancelled' || job.state === 'done') {
         throw new TicklerError('invalid_state', `job ${jobId} is ${job.state}; create a new job instead`);

@@ -9,7 +9,7 @@ import * as limits from '../limits.js';
 import type { JobSpec, ScheduleSpec } from '../domain/types.js';
 import { canonicalInstantMs } from '../domain/instant.js';
 import { compileSchedule, type CompiledSchedule } from '../domain/schedule.js';
-import type { JobCreateBody, JobPatchBody } from '../api/schemas.js';
+import type { JobCreateInput, JobPatchInput, ScheduleInput } from './job-input.js';
 
 /**
  * Bounds of inputs that src/limits.ts does not name yet; kept in one place here until they
@@ -87,7 +87,6 @@ export function iso(instantMs: number): string {
   return new Date(instantMs).toISOString();
 }
 
-type ScheduleInput = JobCreateBody['schedule'];
 
 /** Exactly one of cron, at, delay_s; `tz` only beside cron. `delay_s` becomes `at`. */
 export function normalizeSchedule(input: ScheduleInput, nowMs: number): ScheduleSpec {
@@ -158,7 +157,7 @@ export function checkSpec(spec: JobSpec, payloadBytesMax: number, nowMs: number)
 }
 
 /** A create body with every default filled in, checked and compiled. */
-export function specFromCreate(input: JobCreateBody, context: SpecContext): CompiledJobSpec {
+export function specFromCreate(input: JobCreateInput, context: SpecContext): CompiledJobSpec {
   const schedule = normalizeSchedule(input.schedule, context.nowMs);
   const recurring = 'cron' in schedule;
   const spec: JobSpec = {
@@ -190,7 +189,7 @@ export function specFromCreate(input: JobCreateBody, context: SpecContext): Comp
  * field (so `{"retry": {"max_attempts": 3}}` keeps the backoff). Answers whether the
  * pending timer has to be recomputed.
  */
-export function specFromPatch(current: JobSpec, patch: JobPatchBody, context: SpecContext):
+export function specFromPatch(current: JobSpec, patch: JobPatchInput, context: SpecContext):
   CompiledJobSpec & { timingChanged: boolean } {
   const spec: JobSpec = { ...current };
   if (patch.schedule !== undefined) spec.schedule = normalizeSchedule(patch.schedule, context.nowMs);

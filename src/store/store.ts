@@ -19,13 +19,13 @@ import type {
   RunRecord,
   RunStatus,
   CompletionStatus,
+  OccurrenceWrite,
+  TimerWrite,
 } from '../domain/types.js';
+// The firing plan (domain) builds these; the store writes them.
+export type { OccurrenceWrite, TimerWrite } from '../domain/types.js';
 
 /** A timer to write: the store derives `bucket` from `fireAtMs`. */
-export interface TimerWrite {
-  fireAtMs: number;
-  scheduledAtMs: number;
-}
 
 export interface CreateJobInput {
   job: JobRecord;
@@ -125,16 +125,6 @@ export interface LoadTimersQuery {
 }
 
 /** One occurrence to record when a timer fires. */
-export interface OccurrenceWrite {
-  scheduledAtMs: number;
-  fireAtMs: number;
-  /**
-   * `ready` occurrences pass through the job's overlap policy inside the dispatch
-   * transaction; skipped ones are recorded as they are, with `reason` in `last_error`.
-   */
-  status: 'ready' | 'skipped_outage' | 'skipped_dst';
-  reason?: string;
-}
 
 export interface DispatchItem {
   shard: number;

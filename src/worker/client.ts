@@ -15,7 +15,7 @@ import { createBatcher, type CreateBatcher, type CreateText } from './create-bat
 import { TicklerApiError, TicklerNetworkError } from './errors.js';
 import { RequestBatcher, aloneAsItem, itemErrorOf, type BatchItemResult } from './request-batcher.js';
 import { fetchTransport, httpTransport, type Transport, type TransportAnswer } from './http-transport.js';
-import type { WorkerApi } from './worker-api.js';
+import type { RequestOptions, WorkerApi } from './worker-api.js';
 import type {
   BatchIdResult,
   BatchResult,
@@ -74,10 +74,7 @@ export interface TicklerClientOptions {
   coalesceCancels?: boolean;
 }
 
-export interface RequestOptions {
-  signal?: AbortSignal;
-  timeoutMs?: number;
-}
+export type { RequestOptions } from './worker-api.js';
 
 type QueryValue = string | number | boolean | undefined | null;
 

@@ -1,11 +1,10 @@
 /**
  * The calls a worker makes, and nothing else: lease, heartbeat and complete, one run at a
  * time or in batches. `TicklerClient` makes them over HTTP (API.md, "Workers");
- * `PostgresWorkerApi` (postgres-direct.ts) makes the same calls straight to tickler's
+ * `PostgresWorkerApi` (src/direct-worker/postgres-direct.ts) makes the same calls straight to tickler's
  * PostgreSQL store. Answers are the wire shapes of API.md either way, and errors are
  * `TicklerApiError`s with the status and code the HTTP route would have answered.
  */
-import type { RequestOptions } from './client.js';
 import type {
   CompleteBatchItem,
   CompleteBatchStatusResult,
@@ -16,6 +15,12 @@ import type {
   LeasedRun,
   LeaseRequest,
 } from './wire.js';
+
+/** Per call: a signal to abort it, and a timeout. */
+export interface RequestOptions {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
 
 export interface WorkerApi {
   /** Waits up to `wait_s` for runs of the pool. */

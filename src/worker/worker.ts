@@ -43,7 +43,7 @@ import type { WorkerApi } from './worker-api.js';
 export interface WorkerOptions {
   /**
    * What the worker calls: a `TicklerClient` (HTTP), a `PostgresWorkerApi` (straight to the
-   * PostgreSQL store, postgres-direct.ts), or `baseUrl` (and `apiKey`) to build a client.
+   * PostgreSQL store, src/direct-worker/postgres-direct.ts), or `baseUrl` (and `apiKey`) to build a client.
    */
   client?: WorkerApi;
   baseUrl?: string;

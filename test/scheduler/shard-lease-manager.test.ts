@@ -11,7 +11,7 @@ import { Metrics } from '../../src/obs/metrics.js';
 import { clusterPlanner } from '../../src/scheduler/cluster-planner.js';
 import { ShardLeaseManager } from '../../src/scheduler/shard-lease-manager.js';
 import { openPostgresMembership } from '../../src/store/postgres/membership.js';
-import type { ClusterMembership } from '../../src/scheduler/cluster-membership.js';
+import type { ClusterMembership } from '../../src/store/membership.js';
 import { openTestStore, postgresSkipReason, testPgUrl } from '../store/postgres-harness.js';
 
 const skip = await postgresSkipReason();

@@ -1,4 +1,4 @@
-// Workers straight to PostgreSQL (src/worker/postgres-direct.ts) against a real database: a
+// Workers straight to PostgreSQL (src/direct-worker/postgres-direct.ts) against a real database: a
 // scheduler over one store dispatches, and a PostgresWorkerApi with its own connections (as
 // in a worker's process) is woken by the dispatch's NOTIFY, leases, and completes. Fencing,
 // the ledger and bad input behave as over HTTP. Time is a VirtualClock shared by both sides.
@@ -12,7 +12,7 @@ import { silentLogger } from '../../src/obs/log.js';
 import { Metrics } from '../../src/obs/metrics.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
 import { TicklerApiError } from '../../src/worker/errors.js';
-import { openPostgresWorkerApi, type PostgresWorkerApi } from '../../src/worker/postgres-direct.js';
+import { openPostgresWorkerApi, type PostgresWorkerApi } from '../../src/direct-worker/postgres-direct.js';
 import type { WorkerRun } from '../../src/worker/run-attempt.js';
 import { createWorker, type Worker } from '../../src/worker/worker.js';
 import { jobInput, jobSpec } from '../fixtures/jobs.js';

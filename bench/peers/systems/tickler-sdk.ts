@@ -11,19 +11,19 @@
 import { buildIsFresh } from '../../../bin/build-fresh.js';
 import type * as ClientModule from '../../../src/worker/client.js';
 import type * as WorkerModule from '../../../src/worker/worker.js';
-import type * as DirectModule from '../../../src/worker/postgres-direct.js';
+import type * as DirectModule from '../../../src/direct-worker/postgres-direct.js';
 
 const fromDist = buildIsFresh();
 
-async function load<T>(name: string): Promise<T> {
-  const url = new URL(`../../../${fromDist ? 'dist' : 'src'}/worker/${name}.js`, import.meta.url);
+async function load<T>(name: string, folder = 'worker'): Promise<T> {
+  const url = new URL(`../../../${fromDist ? 'dist' : 'src'}/${folder}/${name}.js`, import.meta.url);
   return await import(url.href) as T;
 }
 
 export const { TicklerClient } = await load<typeof ClientModule>('client');
 export type TicklerClient = ClientModule.TicklerClient;
 export const { createWorker } = await load<typeof WorkerModule>('worker');
-export const { openPostgresWorkerApi } = await load<typeof DirectModule>('postgres-direct');
+export const { openPostgresWorkerApi } = await load<typeof DirectModule>('postgres-direct', 'direct-worker');
 export type PostgresWorkerApi = DirectModule.PostgresWorkerApi;
 /** Where the SDK came from, for the report's settings. */
 export const sdkOrigin = fromDist ? 'the SDK from dist/ (tsc), as the server' : 'the SDK from src/ through tsx (dist/ was stale)';

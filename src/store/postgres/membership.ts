@@ -1,5 +1,5 @@
 /**
- * Cluster membership on PostgreSQL (see src/scheduler/cluster-membership.ts): small tables
+ * Cluster membership on PostgreSQL (the contract: src/store/membership.ts): small tables
  * of nodes and the instant each stops counting as alive, judged by the database's clock so
  * that nodes with skewed clocks agree. It has its own one-connection pool so that a busy store
  * pool never delays the heartbeat that keeps a node's share. Scheduler nodes beat in
@@ -8,7 +8,7 @@
  * counts them (it would leave shards unowned).
  */
 import pg from 'pg';
-import type { ClusterMembership } from '../../scheduler/cluster-membership.js';
+import type { ClusterMembership } from '../membership.js';
 import type { Logger } from '../../obs/log.js';
 import { connectionConfig, queryPool, quoteIdentifier, withClient } from './connection.js';
 

@@ -1,5 +1,5 @@
 /**
- * Who is in the cluster. A scheduler node that holds no shard is invisible in the lease
+ * Who is in the cluster (the contract; the PostgreSQL store implements it, postgres/membership.ts). A scheduler node that holds no shard is invisible in the lease
  * table, so fair shares need a separate heartbeat: each node says "alive until T" every lease
  * cycle and reads back every live node. Nodes with only the api role heartbeat too, as
  * non-scheduling members: they take no shards, but the leases they grant are cut when they

@@ -34,13 +34,13 @@ import { LeaseWaiters } from '../service/lease-waiters.js';
 import { RunService } from '../service/run-service.js';
 import type { TeamScope } from '../store/store.js';
 import { openPostgresStore, type PostgresStore } from '../store/postgres/index.js';
-import type { RequestOptions } from './client.js';
-import { TicklerApiError } from './errors.js';
-import type { WorkerApi } from './worker-api.js';
+import type { RequestOptions } from '../worker/client.js';
+import { TicklerApiError } from '../worker/errors.js';
+import type { WorkerApi } from '../worker/worker-api.js';
 import type {
   CompleteBatchItem, CompleteBatchStatusResult, CompleteRequest, HeartbeatBatchItem, HeartbeatBatchResult, ItemError, LeasedRun,
   LeaseRequest,
-} from './wire.js';
+} from '../worker/wire.js';
 
 const checkLeaseBody = Compile(LeaseBody);
 const checkCompleteBody = Compile(CompleteBody);
