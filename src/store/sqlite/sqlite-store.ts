@@ -12,6 +12,7 @@
  */
 import Database from 'better-sqlite3';
 import { TicklerError } from '../../errors.js';
+import { isFatalError } from '../../fatal-error.js';
 import { groupCommitMax, timingDefaults } from '../../limits.js';
 import type { Logger } from '../../obs/log.js';
 import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
@@ -113,6 +114,8 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
     skipTokensPossiblyLost(db);
   } catch (error) {
     db.close();
+    // A schema from a newer build says what to do already (schema.ts).
+    if (isFatalError(error)) throw error;
     const reason = error instanceof Error ? error.message : String(error);
     throw new Error(`cannot open SQLite store at ${options.path}: ${reason}`, { cause: error });
   }
