@@ -15,4 +15,5 @@ export {
   type WorkerRun,
 } from './worker/run-attempt.js';
 export { PermanentError, TicklerApiError, TicklerNetworkError, isTicklerApiError } from './worker/errors.js';
+export { FatalError, isFatalError } from './fatal-error.js';
 export type * from './worker/wire.js';

@@ -1,9 +1,12 @@
 /**
  * The `tickler` command: `serve` runs the service; `worker` runs a shell command per run;
  * `jobs`, `runs`, `dlq` and `clock` talk to a running server and print its JSON answers.
- * Usage mistakes exit 2, failed API calls exit 1 with the server's error on stderr.
+ * Usage mistakes (an unknown or missing option, a bad value) exit 2, failed API calls exit 1
+ * with the server's error on stderr, and a failure waiting cannot heal (a data directory in
+ * use, a schema from a newer build, a refused API key) exits 1 with one line saying what to do.
  */
-import { Command, Option } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
+import { isFatalError } from '../fatal-error.js';
 import { TicklerClient } from '../worker/client.js';
 import { TicklerApiError, TicklerNetworkError } from '../worker/errors.js';
 import { addApiCommands, connectionOf, urlDefault, type ConnectionFlags } from './api-commands.js';
@@ -29,7 +32,10 @@ export function buildProgram(env: NodeJS.ProcessEnv = process.env): Command {
     .description('durable timers and cron jobs, dispatched at least once to pulling workers')
     .option('--url <url>', `server URL (env TICKLER_URL, default ${urlDefault})`)
     .option('--api-key <key>', 'API key (env TICKLER_API_KEY)')
-    .showHelpAfterError();
+    // Commander's own usage errors (unknown option, missing argument) as one line and exit 2,
+    // as the CLI's: subcommands made after this inherit both settings.
+    .exitOverride()
+    .configureOutput({ outputError: (text, write) => write(`tickler: ${text.trim().replace(/^error: /, '')} (see --help)\n`) });
   const connection = (): { baseUrl: string; apiKey?: string } => connectionOf(program.opts<ConnectionFlags>(), env);
   const print = (value: unknown): void => {
     process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
@@ -87,9 +93,16 @@ export async function main(argv: string[] = process.argv): Promise<void> {
 }
 
 function reportFailure(error: unknown): number {
+  // Commander printed its message already (configureOutput above); `--help` exits 0, a
+  // usage mistake 2, as a CliUsageError does.
+  if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
   if (error instanceof CliUsageError) {
     process.stderr.write(`tickler: ${error.message}\n`);
     return error.exitCode;
+  }
+  if (isFatalError(error)) {
+    process.stderr.write(`tickler: ${error.message}\n`);
+    return 1;
   }
   if (error instanceof TicklerApiError) {
     const field = error.field === undefined ? '' : ` (field ${error.field})`;

@@ -25,15 +25,23 @@
  * the completion's round trip; up to `unacknowledgedCompletionsPerSlot` × `concurrency`
  * completions may wait unacknowledged beyond that before they hold slots again, which bounds
  * the runs a worker holds when the server is slow to accept completions.
+ *
+ * A lease refused in a way that waiting cannot heal (the API key refused, the request itself
+ * invalid: `unhealableLeaseError`) stops the worker: in-flight runs finish, and `run()`
+ * rejects with a `FatalError` saying what to do. Everything else (no answer, a refused
+ * connection, 404, 429, 5xx) is retried with backoff, logged once when it starts, at most
+ * every 5 s while it lasts (failure-streak.ts) and once when leases succeed again.
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { SystemClock, type Clock, type TimerHandle } from '../clock.js';
+import { FatalError } from '../fatal-error.js';
 import { leaseAheadMsMax, leaseBatchMax, leaseWaitSecondsMax } from '../limits.js';
 import { createLogger } from '../obs/log.js';
 import { TicklerClient, describe } from './client.js';
 import { TicklerApiError } from './errors.js';
 import { completionBatcher, heartbeatBatcher, type CompletionBatcher, type HeartbeatBatcher } from './batched-calls.js';
+import { FailureStreak } from './failure-streak.js';
 import { GroupedTimers } from './grouped-timers.js';
 import { InstantQueue } from './instant-queue.js';
 import { LeaseLostError, RunAttempt, type AttemptDependencies, type RunHandler, type WorkerLogger } from './run-attempt.js';
@@ -124,7 +132,11 @@ export interface Worker {
   start(): void;
   /** Stops leasing, lets in-flight handlers finish (aborting them after `timeoutMs`), resolves. */
   stop(options?: { timeoutMs?: number }): Promise<void>;
-  /** Starts and resolves once stopped. */
+  /**
+   * Starts and resolves once stopped; rejects (once stopped) with a `FatalError` when the
+   * server refused the worker's leases in a way waiting cannot heal. A worker started with
+   * `start()` logs that error instead.
+   */
   run(): Promise<void>;
   readonly workerId: string;
   /** Runs leased and not yet done: a handler running, or a completion not yet acknowledged. */
@@ -184,6 +196,25 @@ const errorBackoffMsMax = 2_000;
  * (a timeout, a 503) still gets the 2 s cap.
  */
 const refusedBackoffMsMax = 200;
+
+/**
+ * Lease answers that waiting cannot heal, because the worker would send the same request
+ * again: the API key refused (401) or not allowed (403), the request itself refused (400, 405,
+ * 413, 415, 422). No answer at all, 404 (a proxy with no server behind it yet answers it too),
+ * 408, 429 and 5xx may heal, and are retried.
+ */
+const unhealableLeaseStatuses = new Set([400, 401, 403, 405, 413, 415, 422]);
+
+/** The error that stops a worker whose lease got `error`, or undefined when it may heal. */
+function unhealableLeaseError(error: unknown, pool: string): FatalError | undefined {
+  if (!(error instanceof TicklerApiError) || !unhealableLeaseStatuses.has(error.status)) return undefined;
+  const field = error.field === undefined ? '' : ` (field ${error.field})`;
+  const advice = error.status === 401 ? 'give it an API key the server accepts (tickler worker: --api-key or TICKLER_API_KEY)'
+    : error.status === 403 ? 'give it a key allowed to lease this pool'
+      : 'correct its options or its server URL';
+  return new FatalError(`lease requests for pool ${JSON.stringify(pool)} are refused (${error.status} ${error.code}: ` +
+    `${error.message}${field}); repeating them cannot help, so the worker stops: ${advice}`, { cause: error });
+}
 
 /** Whether a request failed because the connection was refused (ECONNREFUSED anywhere in its causes). */
 function connectionRefused(error: unknown): boolean {
@@ -265,7 +296,12 @@ class PullWorker implements Worker {
   private loopDone: Promise<void> = Promise.resolve();
   private stopped: Promise<void> | undefined;
   private resolveRun: (() => void) | undefined;
+  private rejectRun: ((error: FatalError) => void) | undefined;
   private readonly runDone: Promise<void>;
+  private runCalled = false;
+  /** Why the worker stopped by itself: a lease refused in a way waiting cannot heal. */
+  private fatalError: FatalError | undefined;
+  private readonly leaseFailures: FailureStreak;
 
   constructor(options: WorkerOptions) {
     if (!Number.isInteger(options.concurrency) || options.concurrency < 1) {
@@ -341,9 +377,13 @@ class PullWorker implements Worker {
       isStopping: () => this.state !== 'running',
       random: this.random,
     };
-    this.runDone = new Promise((resolve) => {
+    this.leaseFailures = new FailureStreak('lease requests', { workerId: this.workerId, pool: options.pool }, this.logger, this.clock);
+    this.runDone = new Promise((resolve, reject) => {
       this.resolveRun = resolve;
+      this.rejectRun = reject;
     });
+    // Only run()'s caller hears of a fatal error this way; without one it is logged (fail()).
+    this.runDone.catch(() => undefined);
   }
 
   get inFlightCount(): number {
@@ -358,6 +398,7 @@ class PullWorker implements Worker {
   }
 
   run(): Promise<void> {
+    this.runCalled = true;
     this.start();
     return this.runDone;
   }
@@ -394,7 +435,8 @@ class PullWorker implements Worker {
     patience?.cancel();
     this.state = 'stopped';
     if (wasRunning) this.logger.info({ workerId: this.workerId }, 'worker stopped');
-    this.resolveRun?.();
+    if (this.fatalError === undefined) this.resolveRun?.();
+    else this.rejectRun?.(this.fatalError);
   }
 
   private async leaseLoop(): Promise<void> {
@@ -518,17 +560,32 @@ class PullWorker implements Worker {
         ...(this.options.leaseS === undefined ? {} : { lease_s: this.options.leaseS }),
       }, { signal: this.leaseController.signal });
       this.consecutiveErrors = 0;
+      this.leaseFailures.succeeded();
       return answer;
     } catch (error) {
       if (this.state !== 'running') return undefined;
+      const fatal = unhealableLeaseError(error, this.options.pool);
+      if (fatal !== undefined) {
+        this.fail(fatal);
+        return undefined;
+      }
       this.consecutiveErrors += 1;
       const retryAfterS = error instanceof TicklerApiError ? error.retryAfterS : undefined;
       const delayMs = leaseErrorBackoffMs(this.consecutiveErrors, this.random, retryAfterS, connectionRefused(error));
       this.backoffEndMs = Math.max(this.backoffEndMs, this.clock.nowMs() + delayMs);
-      this.logger.warn({ workerId: this.workerId, consecutiveErrors: this.consecutiveErrors, delayMs: Math.round(delayMs),
+      this.logger.debug({ workerId: this.workerId, consecutiveErrors: this.consecutiveErrors, delayMs: Math.round(delayMs),
         error: describe(error) }, 'lease request failed; backing off');
+      this.leaseFailures.failed(error);
       return undefined;
     }
+  }
+
+  /** Stops the worker for an error waiting cannot heal; run() rejects with it once stopped. */
+  private fail(error: FatalError): void {
+    if (this.fatalError !== undefined) return;
+    this.fatalError = error;
+    if (!this.runCalled) this.logger.error({ workerId: this.workerId, error: error.message }, 'worker stopping');
+    void this.stop();
   }
 
   /**

@@ -24,8 +24,11 @@ export function tempDataDir(prefix = 'tickler-e2e-'): { dir: string; remove(): v
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** Runs the CLI with arguments; resolves with its exit code and output. */
-export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, stdin?: string):
+/**
+ * Runs the CLI with arguments; resolves with its exit code and output. With `killAfterMs`, a
+ * process still running then is killed (code null): a guard against a hang, not a timing check.
+ */
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, stdin?: string, killAfterMs?: number):
   Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolvePromise, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', cliPath, ...args], {
@@ -35,8 +38,12 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, stdin?: stri
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
     child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+    const guard = killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
     child.on('error', reject);
-    child.on('exit', (code) => resolvePromise({ code, stdout, stderr }));
+    child.on('exit', (code) => {
+      clearTimeout(guard);
+      resolvePromise({ code, stdout, stderr });
+    });
     child.stdin.end(stdin ?? '');
   });
 }

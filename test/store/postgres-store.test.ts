@@ -10,6 +10,7 @@ import net from 'node:net';
 import { describe, it } from 'node:test';
 import pg from 'pg';
 import { isTicklerError } from '../../src/errors.js';
+import { FatalError } from '../../src/fatal-error.js';
 import { booleanArray, jsonTextArray, numberArray, textArray } from '../../src/store/postgres/array-literals.js';
 import { beginSql, preparedStatements, withClient, withDefaultUser } from '../../src/store/postgres/connection.js';
 import { shardFenceSql } from '../../src/store/postgres/dispatch.js';
@@ -57,6 +58,29 @@ void describe('postgres store', { skip: skip ?? false }, () => {
     } finally {
       await dropSchema(schema);
     }
+  });
+
+  void it('refuses a schema a newer build migrated, with a FatalError saying so', async () => {
+    const schema = freshSchemaName();
+    try {
+      const store = await openPostgresStore({ url: testPgUrl, schema, useDatabaseClock: false, poolSize: 2 });
+      await store.pool.query('INSERT INTO tickler_migrations (version) VALUES ($1)', [schemaVersion + 1]);
+      await store.close();
+      await assert.rejects(openPostgresStore({ url: testPgUrl, schema, useDatabaseClock: false, poolSize: 2 }), (error: unknown) =>
+        error instanceof FatalError && error.message === `the PostgreSQL schema ${schema} has migration ${schemaVersion + 1}, ` +
+          `newer than this build understands (${schemaVersion}): a newer tickler upgraded it; run that version or a later one on it`);
+    } finally {
+      await dropSchema(schema);
+    }
+  });
+
+  void it('refuses a database that does not exist with a FatalError naming it, the password hidden', async () => {
+    const url = new URL(testPgUrl);
+    url.pathname = `/no_such_database_${freshSchemaName()}`;
+    url.password = 'secret-password';
+    await assert.rejects(openPostgresStore({ url: url.toString(), useDatabaseClock: false, poolSize: 1 }), (error: unknown) =>
+      error instanceof FatalError && error.message.includes(`${url.pathname.slice(1)}" does not exist (SQLSTATE 3D000)`) &&
+        !error.message.includes('secret-password'));
   });
 
   void it('upgrades a version 5 database: max_silence_s is filled from each job\'s spec, so its jobs are watched', async () => {

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { TicklerError } from '../../src/errors.js';
+import { FatalError } from '../../src/fatal-error.js';
 import { openSqliteStore } from '../../src/store/sqlite/index.js';
 import { encodeCursor } from '../../src/store/cursor.js';
 import { migrate, schemaVersion } from '../../src/store/sqlite/schema.js';
@@ -220,7 +221,8 @@ void describe('sqlite store: what only the embedded store has', () => {
       assert.equal(raw.pragma('journal_mode', { simple: true }), 'wal');
       raw.pragma(`user_version = ${schemaVersion + 1}`);
       raw.close();
-      await assert.rejects(openSqliteStore({ path }), /newer than this build/);
+      await assert.rejects(openSqliteStore({ path }), (error: unknown) =>
+        error instanceof FatalError && /has schema version \d+, newer than this build understands/.test(error.message));
     } finally {
       await removeDirectory();
     }

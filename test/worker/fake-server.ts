@@ -66,8 +66,9 @@ export class FakeTicklerServer extends EventEmitter {
     });
   }
 
-  async listen(): Promise<void> {
-    this.server.listen(0, '127.0.0.1');
+  /** On `port`, or a free one. */
+  async listen(port = 0): Promise<void> {
+    this.server.listen(port, '127.0.0.1');
     await once(this.server, 'listening');
     const address = this.server.address() as AddressInfo;
     this.url = `http://127.0.0.1:${address.port}`;

@@ -1,8 +1,12 @@
 // Helpers the worker SDK tests share: a logger that records and announces its lines,
-// handlers the test finishes by hand, and a clock that fires same-instant timers in one turn.
+// handlers the test finishes by hand, a clock that fires same-instant timers in one turn, and
+// a fresh fake server, virtual clock and logger for each test of a suite.
 import { EventEmitter, once } from 'node:events';
-import type { Clock, TimerCallback, TimerHandle } from '../../src/clock.js';
+import { afterEach, beforeEach } from 'node:test';
+import { VirtualClock, type Clock, type TimerCallback, type TimerHandle } from '../../src/clock.js';
 import type { RunHandler, WorkerLogger, WorkerRun } from '../../src/worker/run-attempt.js';
+import type { Worker } from '../../src/worker/worker.js';
+import { FakeTicklerServer } from './fake-server.js';
 
 /** Keeps log lines and announces each as a `line` event, so tests can wait for one. */
 export class RecordingLogger extends EventEmitter implements WorkerLogger {
@@ -101,4 +105,33 @@ export class SameTurnClock implements Clock {
     for (const timer of due) void timer.callback();
     return due.length;
   }
+}
+
+/** What each test of a suite gets afresh from `workerTestBed`; a test sets `worker` to have it stopped after. */
+export interface WorkerTestBed {
+  server: FakeTicklerServer;
+  clock: VirtualClock;
+  logger: RecordingLogger;
+  worker: Worker | undefined;
+}
+
+/**
+ * Registers, in the calling suite, a fresh fake server (not listening yet: a test may want a
+ * given port), a virtual clock at `startMs` that the server reads too, and a recording logger
+ * before each test; after each, stops the test's worker and closes the server.
+ */
+export function workerTestBed(startMs: number): WorkerTestBed {
+  const bed = { worker: undefined } as WorkerTestBed;
+  beforeEach(() => {
+    bed.server = new FakeTicklerServer();
+    bed.clock = new VirtualClock(startMs);
+    bed.logger = new RecordingLogger();
+    bed.server.nowMs = () => bed.clock.nowMs();
+  });
+  afterEach(async () => {
+    await bed.worker?.stop({ timeoutMs: 0 });
+    bed.worker = undefined;
+    await bed.server.close();
+  });
+  return bed;
 }

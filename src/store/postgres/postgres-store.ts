@@ -14,6 +14,7 @@
 import type pg from 'pg';
 import { groupCommitMax, leaseBatchMax, timingDefaults } from '../../limits.js';
 import { isTicklerError } from '../../errors.js';
+import { FatalError } from '../../fatal-error.js';
 import { silentLogger, type Logger } from '../../obs/log.js';
 import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
 import type {
@@ -306,6 +307,25 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   } catch (error) {
     await notifier?.close();
     await Promise.all([pool.end(), leasePool.end()]);
-    throw error;
+    throw unhealableOpenError(error, options.url) ?? error;
   }
+}
+
+/**
+ * Refusals at open that waiting cannot heal: the credentials (SQLSTATE class 28) or a database
+ * that does not exist (3D000). As a FatalError they end the process with one line.
+ */
+function unhealableOpenError(error: unknown, url: string): FatalError | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !(code.startsWith('28') || code === '3D000')) return undefined;
+  let shown = 'the given URL';
+  try {
+    const parsed = new URL(url);
+    if (parsed.password !== '') parsed.password = '***';
+    shown = parsed.toString();
+  } catch (parseError) {
+    if (!(parseError instanceof TypeError)) throw parseError;
+  }
+  return new FatalError(`cannot open the PostgreSQL store at ${shown}: ${(error as Error).message} (SQLSTATE ${code}); ` +
+    'check the URL\'s user, password and database', { cause: error });
 }

@@ -13,6 +13,7 @@
  * 2026-11-29), and nothing looks inside them except the label filter, which casts.
  */
 import type pg from 'pg';
+import { FatalError } from '../../fatal-error.js';
 import { quoteIdentifier } from './connection.js';
 
 /** A fixed advisory-lock key: "tickler migrate". */
@@ -265,6 +266,11 @@ export async function migrate(client: pg.ClientBase, schema: string, targetVersi
       version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
     const done = await client.query<{ version: number }>('SELECT version FROM tickler_migrations');
     const doneVersions = new Set(done.rows.map((row) => row.version));
+    const newestVersion = Math.max(0, ...doneVersions);
+    if (newestVersion > schemaVersion) {
+      throw new FatalError(`the PostgreSQL schema ${schema} has migration ${newestVersion}, newer than this build ` +
+        `understands (${schemaVersion}): a newer tickler upgraded it; run that version or a later one on it`);
+    }
     for (const migration of migrations) {
       if (doneVersions.has(migration.version) || migration.version > targetVersion) continue;
       for (const statement of migration.statements) await client.query(statement);

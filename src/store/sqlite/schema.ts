@@ -8,6 +8,7 @@
  * queues (leasable runs, running leases, retries) so they stay as small as the queues.
  */
 import type Database from 'better-sqlite3';
+import { FatalError } from '../../fatal-error.js';
 
 const migrations: readonly string[] = [
   `
@@ -329,7 +330,8 @@ export function migrate(db: Database.Database, targetVersion = schemaVersion): v
   const upgrade = db.transaction(() => {
     const currentVersion = db.pragma('user_version', { simple: true }) as number;
     if (currentVersion > schemaVersion) {
-      throw new Error(`database schema version ${currentVersion} is newer than this build understands (${schemaVersion})`);
+      throw new FatalError(`the database ${db.name} has schema version ${currentVersion}, newer than this build ` +
+        `understands (${schemaVersion}): a newer tickler wrote it; run that version or a later one on it`);
     }
     for (let version = currentVersion; version < targetVersion; version++) {
       db.exec(migrations[version]!);

@@ -14,6 +14,7 @@ import { statSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { TicklerError } from '../../errors.js';
+import { isFatalError } from '../../fatal-error.js';
 import { groupCommitMax, timingDefaults } from '../../limits.js';
 import type { Logger } from '../../obs/log.js';
 import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
@@ -118,6 +119,8 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
     skipTokensPossiblyLost(db);
   } catch (error) {
     db.close();
+    // A schema from a newer build says what to do already (schema.ts).
+    if (isFatalError(error)) throw error;
     const reason = error instanceof Error ? error.message : String(error);
     throw new Error(`cannot open SQLite store at ${options.path}: ${reason}`, { cause: error });
   }
