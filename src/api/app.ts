@@ -110,7 +110,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       cronToleranceDefaultS: deps.config.cronToleranceDefaultS, payloadBytesMax: deps.config.payloadBytesMax,
       dispatchAtCreate: deps.config.dispatchAtCreate !== false,
     }),
-    runs: new RunService({ store: deps.store, clock: deps.clock, metrics: deps.metrics, resultBytesMax: limits.resultBytesMax }),
+    runs: new RunService({
+      store: deps.store, clock: deps.clock, metrics: deps.metrics, logger: deps.logger, resultBytesMax: limits.resultBytesMax,
+    }),
     waiters: new LeaseWaiters(deps.store, deps.clock, deps.logger),
     routes: collectRoutes(app),
   };
