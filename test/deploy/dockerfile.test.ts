@@ -13,7 +13,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { after, test } from 'node:test';
-import { cleanEnvironment, run } from '../package/npm.js';
+import { cleanEnvironment, run, whenListening } from '../package/npm.js';
 
 const repoRoot = resolve(import.meta.dirname, '..', '..');
 
@@ -163,14 +163,7 @@ test('its build steps, run outside a container, give an image whose server passe
   server.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
   const exited = new Promise<number | null>((resolveExit) => server.on('exit', (code) => resolveExit(code)));
   try {
-    await new Promise<void>((resolveReady, reject) => {
-      let stdout = '';
-      server.stdout.on('data', (chunk: Buffer) => {
-        stdout += chunk.toString();
-        if (stdout.includes('"msg":"tickler listening on')) resolveReady();
-      });
-      void exited.then((code) => reject(new Error(`the server exited with ${code}:\n${stderr}`)));
-    });
+    await whenListening(server, exited, () => stderr);
     const healthcheck = JSON.parse(/CMD (\[.*\])$/.exec(all(final, 'HEALTHCHECK')[0]!.args)![1]!) as string[];
     const checked = spawnSync(healthcheck[0] === 'node' ? process.execPath : healthcheck[0]!, healthcheck.slice(1), { env: environment, timeout: 30_000 });
     assert.equal(checked.status, 0, `HEALTHCHECK failed: ${checked.stderr}`);
