@@ -117,7 +117,20 @@ async function runOne(benchmark: Benchmark, options: RunOptions, runStamp: strin
   return recorded;
 }
 
+const usage = `Usage: npm run bench -- [--only NAME[,NAME]] [--quick] [--cpu-prof] [--json FILE] [--markdown FILE] [--list]
+  --only NAME[,NAME]  run only these (names: see --list)
+  --quick             tiny counts, for the smoke test; targets are not judged
+  --cpu-prof          run the servers under node --cpu-prof and print their top frames
+  --json FILE         also write the results as JSON
+  --markdown FILE     also write the markdown to FILE
+  --list              print the benchmark names and exit
+`;
+
 async function main(): Promise<number> {
+  if (process.argv.slice(2).some((arg) => arg === '--help' || arg === '-h')) {
+    process.stdout.write(usage);
+    return 0;
+  }
   const options = parseOptions(process.argv.slice(2));
   if (options === 'list') {
     for (const benchmark of benchmarks) process.stdout.write(`${benchmark.name}\t${benchmark.title}\n`);

@@ -1,6 +1,6 @@
 /**
  * A real `tickler serve` process for a benchmark: spawned on a temp data directory, ready
- * when it prints "tickler listening on URL", measured from outside (RSS from /proc, counters
+ * when it prints its JSON line "tickler listening on URL", measured from outside (RSS from /proc, counters
  * from /metrics) and stopped with real signals (SIGTERM, or SIGKILL for the restart test).
  *
  * It starts what a user's `npm start` starts: bin/tickler.js, which runs the build in dist/
@@ -96,7 +96,7 @@ function waitForUrl(child: ChildProcess, exited: Promise<number | null>, stderr:
     }, listenTimeoutMs);
     child.stdout!.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
-      const match = /tickler listening on (\S+)/.exec(stdout);
+      const match = /"msg":"tickler listening on ([^"\s]+)"/.exec(stdout);
       if (match !== null) {
         clearTimeout(timeout);
         resolvePromise(match[1]!);

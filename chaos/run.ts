@@ -135,6 +135,12 @@ function delay(ms: number): Promise<void> {
   return new Promise((resolveDelay) => setTimeout(resolveDelay, ms));
 }
 
+const usage = `Usage: npm run chaos -- --seconds 120 --seed N [--pg-url postgres://...] [--artifacts DIR]
+       [--keep-db] [--lag-bound-ms 1000] [--no-faults] [--dispatch-ahead-min-timers 256]
+       [--lease-ahead-ms 0] [--worker-lease-s 5] [--direct-workers 1]
+Exits 0 when the history is valid, 1 on a violation, 2 when the harness failed (docs/chaos.md).
+`;
+
 /**
  * Takes the artifacts directory for this run: a live run holding it (its pid in `DIR.lock`) is
  * a refusal, not a directory emptied under it. Answers the release.
@@ -161,6 +167,10 @@ function claimArtifacts(dir: string): () => void {
 }
 
 async function main(): Promise<number> {
+  if (process.argv.slice(2).some((arg) => arg === '--help' || arg === '-h')) {
+    process.stdout.write(usage);
+    return 0;
+  }
   const args = parseArguments(process.argv.slice(2));
   const clock = new SystemClock();
   const startedAtMs = clock.nowMs();

@@ -1,6 +1,7 @@
 // Runs the test files under test/ with node's test runner. On Node 20, `node --test` given a
 // folder runs nothing and exits 0 (STACK.md), so the files are listed here explicitly.
-// Usage: node scripts/run-tests.mjs [substring ...]   (only files whose path contains one)
+// Usage: node scripts/run-tests.mjs [--list] [substring ...]   (only files whose path contains
+// one; --list prints them and runs nothing)
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -15,11 +16,16 @@ function collect(dir) {
   return files;
 }
 
-const filters = process.argv.slice(2);
+const listOnly = process.argv.includes('--list');
+const filters = process.argv.slice(2).filter((arg) => arg !== '--list');
 const files = collect('test').filter((file) => filters.length === 0 || filters.some((f) => file.includes(f)));
 if (files.length === 0) {
   console.error(`no test files matched ${filters.join(' ')}`);
   process.exit(1);
+}
+if (listOnly) {
+  console.log(files.join('\n'));
+  process.exit(0);
 }
 // The chaos run starts eleven processes and judges fire lag against tight bounds: it runs
 // after the others, alone, so that it measures the system rather than the other test files.

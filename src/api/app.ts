@@ -75,7 +75,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       dispatchAtCreate: deps.config.dispatchAtCreate !== false,
       silenceRequiredLabel: deps.config.silenceRequiredLabel ?? null,
     }),
-    runs: new RunService({ store: deps.store, clock: deps.clock, metrics: deps.metrics, resultBytesMax: limits.resultBytesMax }),
+    runs: new RunService({
+      store: deps.store, clock: deps.clock, metrics: deps.metrics, logger: deps.logger, resultBytesMax: limits.resultBytesMax,
+    }),
     waiters: new LeaseWaiters(deps.store, deps.clock, deps.logger),
   };
   // The document generator records routes as they are added: it loads first, the routes after.

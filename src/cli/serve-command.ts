@@ -1,11 +1,13 @@
 /**
- * `tickler serve`: resolves the options, starts the server, prints one line when it is
- * ready, and on SIGTERM or SIGINT closes it (stop taking work, release shard leases, close
+ * `tickler serve`: resolves the options, starts the server, prints one JSON line on stdout
+ * when it is ready (`{"msg": "tickler listening on URL", "url": ..., ...}`, as pino writes its
+ * lines; the logs go to stderr), and on SIGTERM or SIGINT closes it (stop taking work, release shard leases, close
  * the store) and exits 0. A close that takes longer than 10 s exits 1 rather than hang the
  * deployment that sent the signal. A node that cannot bind its port closes what it opened,
  * prints one line naming the address and exits 1.
  */
 import { readFileSync } from 'node:fs';
+import { pino } from 'pino';
 import { ListenError, startServer, type RunningServer } from '../server.js';
 import { resolveServeOptions, type Environment, type ServeFlags } from './serve-options.js';
 
@@ -24,8 +26,9 @@ export async function runServe(flags: ServeFlags, env: Environment): Promise<voi
     process.exit(1);
   }
   // Every node listens (a scheduler-only node serves /healthz, /readyz and /metrics), so every
-  // node prints the same line; scripts and tests wait for it.
-  process.stdout.write(`tickler listening on ${server.url} (roles ${options.roles.join(',')}, node ${server.nodeId})\n`);
+  // node prints the same line, whatever its log level; scripts and tests wait for it.
+  pino({ name: 'tickler', level: 'info' }, pino.destination({ dest: 1, sync: true }))
+    .info({ url: server.url, roles: options.roles, nodeId: server.nodeId }, `tickler listening on ${server.url}`);
   let closing = false;
   const shutdown = (signalName: NodeJS.Signals): void => {
     if (closing) {

@@ -52,7 +52,7 @@ export interface ServeFlags {
 export type Environment = Record<string, string | undefined>;
 
 const roleNames: readonly Role[] = ['api', 'scheduler'];
-const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+export const logLevels: readonly string[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export const serveDefaults = {
   host: '127.0.0.1',

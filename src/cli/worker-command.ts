@@ -1,7 +1,9 @@
 /**
  * `tickler worker --pool P --exec CMD`: a pull worker that runs a shell command per run (see
  * exec-handler.ts for the exit-code contract). SIGTERM or SIGINT stops leasing, lets running
- * commands finish for `--stop-timeout-s`, then kills what is left, and exits 0. With `--store
+ * commands finish for `--stop-timeout-s` (default 0), then sends them SIGTERM (SIGKILL 5 s
+ * later), reports their outcomes and exits 0; a second signal kills them at once and exits 1,
+ * and so does any exit with commands still running. With `--store
  * postgres://...` it leases and completes straight against the servers' database instead of
  * through `--url` (src/direct-worker/postgres-direct.ts), for the runs of `--team` (default: all).
  */
@@ -11,7 +13,7 @@ import { TicklerClient } from '../worker/client.js';
 import { openPostgresWorkerApi } from '../direct-worker/open-postgres-worker-api.js';
 import type { PostgresWorkerApi } from '../direct-worker/postgres-direct.js';
 import { createWorker } from '../worker/worker.js';
-import { createExecHandler } from './exec-handler.js';
+import { createExecHandler, RunningCommands } from './exec-handler.js';
 import { CliUsageError, integerIn } from './serve-options.js';
 
 export interface WorkerFlags {
@@ -39,11 +41,14 @@ TICKLER_FIRE_AT and TICKLER_POOL in its environment. Its exit code is the outcom
   65   permanent failure (EX_DATAERR): failed_permanent, the run goes straight to the DLQ
   any other code (or death by a signal): failed, retried like 75
 The last 4 KiB of the child's stderr are reported as the run's error. When the lease is
-lost or the run is cancelled, the child gets SIGTERM, then SIGKILL 5 s later.`;
+lost or the run is cancelled, the child gets SIGTERM, then SIGKILL 5 s later.
+On SIGTERM or SIGINT the worker stops leasing, and running commands get SIGTERM after
+--stop-timeout-s (default 0: at once), SIGKILL 5 s later; their outcomes are reported
+(a killed command's run is retried) and the worker exits 0. A second signal kills them at once.`;
 
 export async function runExecWorker(flags: WorkerFlags, connection: { baseUrl: string; apiKey?: string }): Promise<void> {
   const concurrency = integerIn(flags.concurrency ?? '1', '--concurrency', 1, 1_000);
-  const stopTimeoutS = flags.stopTimeoutS === undefined ? undefined : integerIn(flags.stopTimeoutS, '--stop-timeout-s', 0, 86_400);
+  const stopTimeoutS = integerIn(flags.stopTimeoutS ?? '0', '--stop-timeout-s', 0, 86_400);
   const leaseS = flags.leaseS === undefined ? undefined : integerIn(flags.leaseS, '--lease-s', 5, 900);
   const waitS = flags.waitS === undefined ? undefined : integerIn(flags.waitS, '--wait-s', 0, 60);
   const leaseAheadMs = flags.leaseAheadMs === undefined ? undefined : integerIn(flags.leaseAheadMs, '--lease-ahead-ms', 0, leaseAheadMsMax);
@@ -53,6 +58,8 @@ export async function runExecWorker(flags: WorkerFlags, connection: { baseUrl: s
   if (flags.store !== undefined && !/^postgres(ql)?:\/\//.test(flags.store)) {
     throw new CliUsageError(`--store must be postgres://... (the servers' database), got ${JSON.stringify(flags.store)}`);
   }
+  const running = new RunningCommands();
+  let stopping = false;
   const logger = createLogger({ name: 'tickler-worker', ...(flags.logLevel === undefined ? {} : { level: flags.logLevel }) });
   const direct: PostgresWorkerApi | undefined = flags.store === undefined ? undefined
     : await openPostgresWorkerApi({ url: flags.store, ...(flags.team === undefined ? {} : { team: flags.team }), logger });
@@ -60,19 +67,26 @@ export async function runExecWorker(flags: WorkerFlags, connection: { baseUrl: s
     client: direct ?? new TicklerClient(connection),
     pool: flags.pool,
     concurrency,
-    handler: createExecHandler({ command: flags.exec, pool: flags.pool }),
+    handler: createExecHandler({ command: flags.exec, pool: flags.pool, logger, running }),
     ...(leaseS === undefined ? {} : { leaseS }),
     ...(waitS === undefined ? {} : { waitS }),
     ...(leaseAheadMs === undefined ? {} : { leaseAheadMs }),
     ...(flags.workerId === undefined ? {} : { workerId: flags.workerId }),
-    ...(stopTimeoutS === undefined ? {} : { stopTimeoutMs: stopTimeoutS * 1_000 }),
+    stopTimeoutMs: stopTimeoutS * 1_000,
     logger,
   });
   const stop = (): void => {
-    void worker.stop();
+    if (!stopping) {
+      stopping = true;
+      void worker.stop();
+      return;
+    }
+    running.signalAll('SIGKILL');
+    process.exit(1);
   };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  process.on('exit', () => running.signalAll('SIGKILL'));
   try {
     await worker.run();
   } finally {

@@ -86,7 +86,7 @@ export class PostgresWorkerApi implements WorkerApi {
 
   constructor(private readonly store: PostgresStore, private readonly scope: TeamScope, clock: Clock, logger: Logger) {
     this.sink = { log: logger, metrics: this.metrics };
-    this.runs = new RunService({ store, clock, metrics: this.metrics, resultBytesMax: limits.resultBytesMax });
+    this.runs = new RunService({ store, clock, metrics: this.metrics, logger, resultBytesMax: limits.resultBytesMax });
     this.waiters = new LeaseWaiters(store, clock, logger);
   }
 

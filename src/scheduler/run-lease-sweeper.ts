@@ -61,7 +61,10 @@ export class RunLeaseSweeper {
     try {
       for (;;) {
         const expired = await store.expireRunLeases(clock.nowMs(), expireBatchMax);
-        for (const run of expired) metrics.workerLeaseExpiriesTotal.inc({ outcome: run.toStatus });
+        for (const run of expired) {
+          metrics.workerLeaseExpiriesTotal.inc({ outcome: run.toStatus });
+          if (run.toStatus === 'dead') logger.warn({ runId: run.runId, pool: run.pool }, 'run is dead: its lease ran out with no attempts left');
+        }
         if (expired.length > 0) logger.info({ runs: expired.length }, 'worker leases expired');
         if (expired.length < expireBatchMax) break;
       }

@@ -2,10 +2,12 @@
  * Run operations behind the HTTP API: the ledger (lists, one run with its events, the DLQ,
  * replay) and the worker calls (heartbeat, complete, and their batches). Leasing, which may
  * wait, lives in lease-waiters.ts. Fencing is the store's: a stale token changes nothing and
- * is counted.
+ * is counted. A completion that sends its run to the DLQ (failed_permanent, or out of
+ * attempts) is logged, as the lease sweeper logs a lease that ran out with none left.
  */
 import { TicklerError } from '../errors.js';
 import type { Clock } from '../clock.js';
+import type { Logger } from '../obs/log.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { CompletionStatus, Page, RunRecord } from '../domain/types.js';
 import type { RunListFilter, RunWithEvents, Store, TeamScope } from '../store/store.js';
@@ -15,6 +17,7 @@ export interface RunServiceDeps {
   store: Store;
   clock: Clock;
   metrics: Metrics;
+  logger: Pick<Logger, 'warn'>;
   resultBytesMax: number;
 }
 
@@ -96,6 +99,7 @@ export class RunService {
     switch (outcome.kind) {
       case 'completed':
         this.deps.metrics.attemptsTotal.inc({ outcome: completion.status });
+        if (outcome.run.status === 'dead') logDead(this.deps.logger, outcome.run, completion.status);
         return outcome.run;
       case 'accepted':
         this.deps.metrics.attemptsTotal.inc({ outcome: completion.status });
@@ -155,6 +159,16 @@ const nul = /\u0000/g;
 
 function escapeNul(text: string): string {
   return text.includes('\u0000') ? text.replace(nul, '\\u0000') : text;
+}
+
+/**
+ * Only a failed completion can kill a run, and a store answers `accepted` (no run read back)
+ * only to successes, so every completion that killed one is seen here with its run.
+ */
+function logDead(logger: Pick<Logger, 'warn'>, run: RunRecord, completed: CompletionStatus): void {
+  logger.warn({
+    runId: run.runId, jobId: run.jobId, team: run.team, pool: run.pool, attempt: run.attempt, completed, error: run.lastError,
+  }, completed === 'failed_permanent' ? 'run is dead: failed permanently' : 'run is dead: out of attempts');
 }
 
 function staleToken(runId: string): TicklerError {

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, beforeEach, describe, test } from 'node:test';
 import { VirtualClock } from '../../src/clock.js';
-import { createExecHandler, stderrTailBytesMax, TailBuffer } from '../../src/cli/exec-handler.js';
+import { createExecHandler, RunningCommands, stderrTailBytesMax, TailBuffer } from '../../src/cli/exec-handler.js';
 import { silentLogger } from '../../src/obs/log.js';
 import { TicklerClient } from '../../src/worker/client.js';
 import { PermanentError } from '../../src/worker/errors.js';
@@ -142,6 +142,30 @@ describe('createExecHandler kills', () => {
     const handler = createExecHandler({ command: 'exit 65', pool: 'ops' });
     await assert.rejects(Promise.resolve(handler(run, { signal: new AbortController().signal })), PermanentError);
   });
+});
+
+test('each command\'s outcome is logged with its run id, and RunningCommands holds it while it runs', async () => {
+  const logged: { level: string; details: Record<string, unknown>; message: string }[] = [];
+  const logger = {
+    info: (details: object, message: string) => logged.push({ level: 'info', details: details as Record<string, unknown>, message }),
+    warn: (details: object, message: string) => logged.push({ level: 'warn', details: details as Record<string, unknown>, message }),
+  };
+  const running = new RunningCommands();
+  const signal = new AbortController().signal;
+  const [succeeds, retries, dies] = [leasedRun(startMs), leasedRun(startMs), leasedRun(startMs)];
+  const handlerOf = (command: string) => createExecHandler({ command, pool: 'ops', logger, running, stderrSink: () => undefined });
+  const first = Promise.resolve(handlerOf('exit 0')(succeeds, { signal }));
+  assert.equal(running.size, 1);
+  await first;
+  assert.equal(running.size, 0);
+  await assert.rejects(Promise.resolve(handlerOf('exit 75')(retries, { signal })));
+  await assert.rejects(Promise.resolve(handlerOf('exit 65')(dies, { signal })));
+  assert.deepEqual(logged.map(({ level, details, message }) => [level, details['runId'], details['outcome'], details['exitCode'], message]), [
+    ['info', succeeds.run_id, 'succeeded', 0, 'command succeeded'],
+    ['warn', retries.run_id, 'failed', 75, 'command failed'],
+    ['warn', dies.run_id, 'failed_permanent', 65, 'command failed permanently'],
+  ]);
+  assert.equal(logged[1]?.details['jobId'], retries.job_id);
 });
 
 test('TailBuffer keeps exactly the last bytes', () => {
