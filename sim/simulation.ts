@@ -129,6 +129,10 @@ class Simulation {
   private runService!: RunService;
   private leaseWaiters!: LeaseWaiters;
   private nodeCounter = 0;
+  /** The API node's store faults: job and worker calls fail as its windows say (it never freezes or crashes). */
+  private readonly api: NodeControl;
+  /** The id the last create was given, to find its job when the create's answer was lost. */
+  private lastJobId = '';
   private step = 0;
   private readonly dispatchAheadMinTimers: number;
 
@@ -138,6 +142,13 @@ class Simulation {
     this.faultRandom = root.fork('faults');
     this.recorder = new Recorder(() => `step ${this.step} t=${this.clock.nowMs() - startMs}`);
     this.recorder.onGrant = (leases) => this.thawAfterTakeover(leases);
+    this.api = {
+      name: 'api', dead: false, frozen: false, freezeAtNextDispatch: false, onFrozenAtDispatch: () => undefined,
+      thawed: () => Promise.resolve(), errorUntilMs: 0, errorChance: 0, slowUntilMs: 0, slowChance: 0, slowMsMax: 1,
+      random: this.faultRandom.fork('api'), note: () => undefined, nowMs: () => this.clock.nowMs(),
+      // The driver awaits API calls without moving time: a slow answer there would never come.
+      sleep: () => Promise.resolve(), subscriptions: [],
+    };
     // Half the seeds write one-shot runs ahead of their time, whatever their number.
     this.dispatchAheadMinTimers = this.random.chance(0.5) ? 1 : timing.dispatchAheadMinTimers;
   }
@@ -155,14 +166,16 @@ class Simulation {
     });
     try {
       this.shared = recordingStore(brokenStore(this.store, this.options.bug ?? 'none'), this.recorder);
-      this.apiStore = this.shared;
+      this.apiStore = nodeStore(this.shared, this.api);
       const metrics = new Metrics();
       this.jobService = new JobService({
         store: this.apiStore, clock: this.clock, metrics, cronToleranceDefaultS: 0, payloadBytesMax: 65_536,
         newJobId: (nowMs) => {
           for (;;) {
             const jobId = `j_${Math.floor(nowMs).toString(16).padStart(12, '0')}${hex32(idRandom)}${hex32(idRandom)}`;
-            if (simShardSet.has(shardOf(jobId))) return jobId;
+            if (!simShardSet.has(shardOf(jobId))) continue;
+            this.lastJobId = jobId;
+            return jobId;
           }
         },
       });
@@ -301,7 +314,7 @@ class Simulation {
     const action = this.random.weighted<string>([
       ['create', 14], ['patch', 3], ['cancel', 3], ['pause', 3], ['resume', 3], ['trigger', 2],
       ['lease', 16], ['heartbeat', 5], ['complete', 16], ['vanish', 1], ['ghost', 2],
-      ['crash', 1], ['zombie', 1], ['freeze', 1], ['skew', 1.5], ['errors', 1.5], ['slow', 1.5], ['wait', 8],
+      ['crash', 1], ['zombie', 1], ['freeze', 1], ['skew', 1.5], ['errors', 1.5], ['slow', 1.5], ['api-errors', 1], ['wait', 8],
     ]);
     switch (action) {
       case 'create': return this.create();
@@ -324,6 +337,7 @@ class Simulation {
       case 'skew': return this.skewStep();
       case 'errors': return this.faultWindow('errors');
       case 'slow': return this.faultWindow('slow');
+      case 'api-errors': return this.faultWindow('api-errors');
       default: return this.log('wait');
     }
   }
@@ -343,20 +357,31 @@ class Simulation {
       lease_s: this.random.integer(5, 15),
       payload: { n: this.jobs.length + 1 },
     };
-    const [result] = await this.jobService.create('t1', [{ body, rawText: '' }]);
-    if (result === undefined || result.kind === 'error') {
-      this.log(`create ${JSON.stringify(body.schedule)} -> ${result?.kind === 'error' ? result.error.code : 'nothing'}`);
-      return;
+    let created: JobRecord | null;
+    let answer = 'ok';
+    this.lastJobId = '';
+    try {
+      const [result] = await this.jobService.create('t1', [{ body, rawText: '' }]);
+      if (result === undefined || result.kind === 'error') {
+        this.log(`create ${JSON.stringify(body.schedule)} -> ${result?.kind === 'error' ? result.error.code : 'nothing'}`);
+        return;
+      }
+      created = result.job;
+    } catch (error) {
+      // The answer was lost: the store says whether the job was created.
+      answer = codeOf(error);
+      created = await this.store.getJob(null, this.lastJobId);
     }
+    if (created === null) return this.log(`create ${JSON.stringify(body.schedule)} -> ${answer}, not created`);
     const job: SimJob = {
-      name: `J${this.jobs.length + 1}`, jobId: result.job.jobId, recurring, state: result.job.state === 'done' ? 'done' : 'active',
+      name: `J${this.jobs.length + 1}`, jobId: created.jobId, recurring, state: created.state === 'done' ? 'done' : 'active',
       intervals: [], quiet: [],
     };
-    openInterval(job, nowMs, result.job.spec);
+    openInterval(job, nowMs, created.spec);
     this.jobs.push(job);
     this.byId.set(job.jobId, job);
     this.log(`create ${job.name} ${job.jobId} ${JSON.stringify(body.schedule)} overlap=${body.overlap} catch_up=${body.catch_up} ` +
-      `tol=${body.tolerance_s} -> ${result.job.state} shard=${result.job.shard}`);
+      `tol=${body.tolerance_s} -> ${answer} ${created.state} shard=${created.shard}`);
   }
 
   private pickJob(recurringOnly = false): SimJob | null {
@@ -373,17 +398,23 @@ class Simulation {
         ? { schedule: { cron: this.random.pick(crons), tz: 'UTC' } }
         : { schedule: { at: new Date(this.clock.nowMs() + this.random.integer(-3_000, 30_000)).toISOString() } };
     const nowMs = this.clock.nowMs();
+    const before = await this.store.getJob(null, job.jobId);
+    let record: JobRecord | null;
+    let answer = 'ok';
     try {
-      const record = await this.jobService.patch('t1', job.jobId, patch);
-      // A paused job owes nothing until its resume, which opens an interval with the spec as patched.
-      if (job.state === 'active') {
-        closeInterval(job, nowMs);
-        openInterval(job, nowMs, record.spec);
-      }
-      this.log(`patch ${job.name} ${JSON.stringify(patch)} -> ok`);
+      record = await this.jobService.patch('t1', job.jobId, patch);
     } catch (error) {
-      this.log(`patch ${job.name} ${JSON.stringify(patch)} -> ${codeOf(error)}`);
+      answer = codeOf(error);
+      // Refused, or its answer lost: the store says whether the spec changed.
+      const after = await this.store.getJob(null, job.jobId);
+      record = after !== null && before !== null && JSON.stringify(after.spec) !== JSON.stringify(before.spec) ? after : null;
     }
+    // A paused job owes nothing until its resume, which opens an interval with the spec as patched.
+    if (record !== null && job.state === 'active') {
+      closeInterval(job, nowMs);
+      openInterval(job, nowMs, record.spec);
+    }
+    this.log(`patch ${job.name} ${JSON.stringify(patch)} -> ${answer}${answer !== 'ok' && record !== null ? ' (applied)' : ''}`);
   }
 
   private async jobCall(name: 'cancel' | 'pause' | 'resume' | 'trigger', call: (job: SimJob) => Promise<JobRecord | null>,
@@ -391,35 +422,49 @@ class Simulation {
     const job = this.pickJob(recurringOnly);
     if (job === null) return this.log(`${name}: no job`);
     const nowMs = this.clock.nowMs();
+    const before = await this.store.getJob(null, job.jobId);
     const startSeq = ++this.recorder.seq;
+    let record: JobRecord | null = null;
+    let answer = 'ok';
     try {
-      const record = await call(job);
-      const endSeq = ++this.recorder.seq;
-      if (name === 'cancel') {
-        closeInterval(job, nowMs);
-        job.state = 'cancelled';
-        job.quiet.push({ kind: 'cancelled', afterSeq: endSeq, untilSeq: Infinity });
-      } else if (name === 'pause') {
-        closeInterval(job, nowMs);
-        job.state = 'paused';
-        job.quiet.push({ kind: 'paused', afterSeq: endSeq, untilSeq: Infinity });
-      } else if (name === 'resume' && record !== null) {
-        openInterval(job, nowMs, record.spec);
-        job.state = 'active';
-        const quiet = job.quiet.at(-1);
-        if (quiet?.kind === 'paused') quiet.untilSeq = startSeq;
-      }
-      this.log(`${name} ${job.name} -> ok`);
+      record = await call(job);
     } catch (error) {
-      this.log(`${name} ${job.name} -> ${codeOf(error)}`);
+      answer = codeOf(error);
+      // Refused, or its answer lost: the store says whether it happened.
+      const after = await this.store.getJob(null, job.jobId);
+      const wanted = { cancel: 'cancelled', pause: 'paused', resume: 'active', trigger: null }[name];
+      if (after !== null && before !== null && wanted !== null && after.state === wanted && before.state !== wanted) record = after;
+      else return this.log(`${name} ${job.name} -> ${answer}`);
     }
+    const endSeq = ++this.recorder.seq;
+    if (name === 'cancel') {
+      closeInterval(job, nowMs);
+      job.state = 'cancelled';
+      job.quiet.push({ kind: 'cancelled', afterSeq: endSeq, untilSeq: Infinity });
+    } else if (name === 'pause') {
+      closeInterval(job, nowMs);
+      job.state = 'paused';
+      job.quiet.push({ kind: 'paused', afterSeq: endSeq, untilSeq: Infinity });
+    } else if (name === 'resume' && record !== null) {
+      openInterval(job, nowMs, record.spec);
+      job.state = 'active';
+      const quiet = job.quiet.at(-1);
+      if (quiet?.kind === 'paused') quiet.untilSeq = startSeq;
+    }
+    this.log(`${name} ${job.name} -> ${answer}${answer === 'ok' ? '' : ' (applied)'}`);
   }
 
   private async lease(worker: SimWorker): Promise<void> {
     const aheadMs = this.random.chance(0.2) ? this.random.integer(1, 5_000) : 0;
-    const runs = await this.leaseWaiters.lease({
-      scope: 't1', pool: 'default', max: this.random.integer(1, 4), leaseMs: null, workerId: worker.name, aheadMs, waitMs: 0,
-    });
+    let runs: LeasedRun[];
+    try {
+      runs = await this.leaseWaiters.lease({
+        scope: 't1', pool: 'default', max: this.random.integer(1, 4), leaseMs: null, workerId: worker.name, aheadMs, waitMs: 0,
+      });
+    } catch (error) {
+      // A lease whose answer was lost: its runs come back when their leases expire.
+      return this.log(`${worker.name} lease ahead=${aheadMs} -> ${codeOf(error)}`);
+    }
     worker.held.push(...runs);
     this.noteDeadlines(runs);
     this.log(`${worker.name} lease ahead=${aheadMs} -> ${runs.map((run) => `${this.nameOf(run.jobId)}@${run.scheduledAtMs - startMs}#${run.attempt}`).join(',') || 'none'}`);
@@ -517,10 +562,10 @@ class Simulation {
     this.log(`${node.id} clock stepped ${stepMs} ms (offset ${node.clock.offsetMs})`);
   }
 
-  private faultWindow(kind: 'errors' | 'slow'): void {
-    const node = this.random.pick(this.liveNodes());
+  private faultWindow(kind: 'errors' | 'slow' | 'api-errors'): void {
+    const node: NodeControl = kind === 'api-errors' ? this.api : this.random.pick(this.liveNodes());
     const untilMs = this.clock.nowMs() + this.faultRandom.integer(500, faultWindowMaxMs);
-    if (kind === 'errors') {
+    if (kind !== 'slow') {
       node.errorUntilMs = untilMs;
       node.errorChance = this.faultRandom.between(0.1, 0.6);
     } else {
@@ -528,7 +573,7 @@ class Simulation {
       node.slowChance = this.faultRandom.between(0.2, 0.8);
       node.slowMsMax = this.faultRandom.integer(10, 1_500);
     }
-    this.log(`${node.id} ${kind} until t=${untilMs - startMs}`);
+    this.log(`${node.name} ${kind} until t=${untilMs - startMs}`);
   }
 
   // Time and checks ------------------------------------------------------------------------
@@ -611,6 +656,7 @@ class Simulation {
       node.clock.offsetMs = 0;
       this.thaw(node);
     }
+    this.api.errorUntilMs = 0;
     this.log('heal');
     // Restarts still pending come due in its first 20 s; what was owed before then is owed by its end.
     const drainMs = lateBoundMs + 20_000;
