@@ -17,7 +17,7 @@ import { VirtualClock } from '../src/clock.js';
 import { TicklerError } from '../src/errors.js';
 import { runIdOf, shardOf } from '../src/domain/identity.js';
 import type { CompletionStatus, JobRecord } from '../src/domain/types.js';
-import type { TimingConfig } from '../src/limits.js';
+import { assertTiming, type TimingConfig } from '../src/limits.js';
 import { silentLogger } from '../src/obs/log.js';
 import { Metrics } from '../src/obs/metrics.js';
 import { Scheduler } from '../src/scheduler/scheduler.js';
@@ -63,6 +63,7 @@ const timing: TimingConfig = {
   dispatchAheadTimersPerSecond: 5_000,
   finishAheadDelayMs: 2_000,
 };
+assertTiming(timing);
 
 /** Largest wall-clock step of a node, either way. */
 const skewMaxMs = 2_000;
