@@ -32,6 +32,8 @@ export interface JobServiceDeps {
    * timer is written and the scheduler fires it, as every timer.
    */
   dispatchAtCreate?: boolean;
+  /** Makes a new job's id (default `newJobId`: time prefix, random suffix); the simulator draws it from its seed. */
+  newJobId?: (nowMs: number) => string;
 }
 
 /**
@@ -166,7 +168,7 @@ export class JobService {
 
   private prepareCreate(team: string, item: CreateItem, nowMs: number): CreateJobInput {
     const { spec, schedule } = specFromCreate(item.body, this.specContext(nowMs));
-    const jobId = newJobId(nowMs);
+    const jobId = (this.deps.newJobId ?? newJobId)(nowMs);
     const firstFire = firstTimer(jobId, spec, schedule, nowMs);
     // Due already: the occurrence is planned as a timer firing now would plan it and written
     // by the create itself, with no timer, wheel or dispatch transaction between.
