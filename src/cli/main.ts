@@ -7,6 +7,7 @@ import { Command, Option } from 'commander';
 import { TicklerClient } from '../worker/client.js';
 import { TicklerApiError, TicklerNetworkError } from '../worker/errors.js';
 import { addApiCommands, connectionOf, urlDefault, type ConnectionFlags } from './api-commands.js';
+import { addMigrateCommands } from './migrate-commands.js';
 import { runServe } from './serve-command.js';
 import { CliUsageError, serveDefaults, type ServeFlags } from './serve-options.js';
 import { runExecWorker, workerHelpText, type WorkerFlags } from './worker-command.js';
@@ -67,6 +68,7 @@ export function buildProgram(env: NodeJS.ProcessEnv = process.env): Command {
     .action((flags: WorkerFlags) => runExecWorker(flags, connection()));
 
   addApiCommands(program, () => new TicklerClient(connection()), print);
+  addMigrateCommands(program, () => new TicklerClient(connection()));
   return program;
 }
 
