@@ -24,6 +24,7 @@ import { createHash } from 'node:crypto';
 import { parseCron } from '../domain/schedule/cron-expression.js';
 import { isValidTimeZone } from '../domain/schedule/time-zone.js';
 import { TicklerError } from '../errors.js';
+import type { ExecSpec } from '../cli/exec-handler.js';
 
 /** A job spec of a jobs file (docs/API.md's create body, `key` required, plus `paused`). */
 export interface JobFileSpec {
@@ -37,16 +38,9 @@ export interface JobFileSpec {
   paused?: boolean;
 }
 
-/** What `tickler worker --exec @payload` runs (exec-handler.ts, `execSpecOf`). */
+/** What `tickler worker --exec @payload` runs: `exec` (src/cli/exec-handler.ts `execSpecOf`). */
 export interface ExecPayload {
-  exec: {
-    command: string;
-    shell?: string;
-    stdin?: string;
-    env?: Record<string, string>;
-    cwd?: string;
-    timeout_s?: number;
-  };
+  exec: ExecSpec;
   source: Record<string, string | number>;
 }
 
