@@ -39,7 +39,10 @@ TICKLER_FIRE_AT and TICKLER_POOL in its environment. Its exit code is the outcom
   65   permanent failure (EX_DATAERR): failed_permanent, the run goes straight to the DLQ
   any other code (or death by a signal): failed, retried like 75
 The last 4 KiB of the child's stderr are reported as the run's error. When the lease is
-lost or the run is cancelled, the child gets SIGTERM, then SIGKILL 5 s later.`;
+lost or the run is cancelled, the child gets SIGTERM, then SIGKILL 5 s later.
+--exec @payload runs each run's own command from its payload ({"exec": {"command", "shell",
+"env", "cwd", "stdin", "timeout_s"}}, as tickler import writes it); the last 4 KiB of its
+output are kept in the run's result (docs/migration.md).`;
 
 export async function runExecWorker(flags: WorkerFlags, connection: { baseUrl: string; apiKey?: string }): Promise<void> {
   const concurrency = integerIn(flags.concurrency ?? '1', '--concurrency', 1, 1_000);
