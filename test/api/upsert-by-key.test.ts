@@ -78,6 +78,15 @@ for (const kind of ['sqlite', 'postgres'] as const) {
       assert.deepEqual([back.json.changed, back.json.job.state, back.json.job.job_id], [true, 'active', created.json.job.job_id]);
     });
 
+    it('takes any key URL-encoded in the path', async () => {
+      const key = 'crontab:web 1/deploy?x=1#2';
+      const created = await h.call('PUT', `/v1/jobs/by-key/${encodeURIComponent(key)}`, { body: nightly });
+      assert.equal(created.status, 201, created.text);
+      assert.equal(created.json.job.key, key);
+      const again = await h.call('PUT', `/v1/jobs/by-key/${encodeURIComponent(key)}`, { body: { ...nightly, key } });
+      assert.deepEqual([again.status, again.json.changed], [200, false]);
+    });
+
     it('dry_run=true answers what would change and writes nothing', async () => {
       const dry = await h.call('PUT', '/v1/jobs/by-key/dry?dry_run=true', { body: nightly });
       assert.equal(dry.status, 201);
