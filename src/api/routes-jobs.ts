@@ -17,6 +17,7 @@ import {
   JobCancelBatchBody,
   JobCreateBody,
   JobIdParams,
+  JobKeyParams,
   JobListQuery,
   JobPatchBody,
   PreviewQuery,
@@ -25,6 +26,8 @@ import {
   SilentJobsAnswer,
   SilentJobsQuery,
   TeamQuery,
+  JobUpsertBody,
+  UpsertQuery,
   listAnswer,
 } from './schemas.js';
 import { scopeOf, teamOf } from './auth.js';
@@ -55,6 +58,16 @@ function registerCreateRoutes(app: App, { jobs }: ApiContext): void {
     if (result === undefined) throw new Error('create answered no result');
     if (result.kind === 'error') throw result.error;
     return reply.code(result.kind === 'created' ? 201 : 200).type(jsonType).send(jobWireJson(result.job));
+  });
+
+  app.put('/v1/jobs/by-key/:key', {
+    schema: { params: JobKeyParams, body: JobUpsertBody, querystring: UpsertQuery },
+    config: { doc: { summary: 'create the job with this key, or replace its definition (201 or 200, with whether anything changed)' } },
+  }, async (request, reply) => {
+    const team = teamOf(callerOf(request), request.query.team);
+    const result = await jobs.upsertByKey(team, request.params.key, request.body, request.query.dry_run === true);
+    return reply.code(result.created ? 201 : 200).type(jsonType)
+      .send(`{"job":${jobWireJson(result.job)},"created":${result.created},"changed":${result.changed}}`);
   });
 
   app.post('/v1/jobs::batch', {

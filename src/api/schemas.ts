@@ -105,6 +105,15 @@ const createBodyIsServiceInput: SameShape<JobCreateBody, JobCreateInput> = true;
 type FitsWithSameFields<A, B> = [A, keyof A, keyof B] extends [B, keyof B, keyof A] ? true : never;
 const createBodyIsSdkRequest: FitsWithSameFields<JobCreateRequest, JobCreateBody> = true;
 
+/** `PUT /v1/jobs/by-key/{key}` (extension): a create body, `key` optional (the path names it), and `paused`. */
+export const JobUpsertBody = Type.Object({
+  ...JobCreateBody.properties,
+  paused: Type.Optional(Type.Boolean()),
+}, strict);
+export type JobUpsertBody = Static<typeof JobUpsertBody>;
+
+export const JobKeyParams = Type.Object({ key: Type.String({ minLength: 1, maxLength: limits.keyLengthMax, pattern: printablePattern }) }, strict);
+
 /** A PATCH changes schedule, payload or policies; the key and the team stay. */
 export const JobPatchBody = Type.Object({
   schedule: Type.Optional(ScheduleInput),
@@ -168,6 +177,8 @@ export const JobListQuery = Type.Object({
 }, strict);
 
 export const TeamQuery = Type.Object({ team: Type.Optional(teamName) }, strict);
+/** `PUT /v1/jobs/by-key/{key}`: `dry_run=true` answers what would change and writes nothing. */
+export const UpsertQuery = Type.Object({ team: Type.Optional(teamName), dry_run: Type.Optional(Type.Boolean()) }, strict);
 
 export const SilentJobsQuery = Type.Object({
   cursor: Type.Optional(cursor),

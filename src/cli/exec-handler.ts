@@ -12,8 +12,15 @@
  * then SIGKILL after a grace period. Each child runs in a process group of its own, so a
  * terminal's Ctrl-C reaches only the worker: `RunningCommands` lets the worker signal the
  * groups still running when it exits. Each command's outcome is logged with its run id.
+ *
+ * With CMD `@payload` the run's payload names the command (`{"exec": {...}}`, as `tickler
+ * import` writes it; `execSpecOf`): its shell, environment (over the worker's), working
+ * directory, stdin text and timeout. The last 4 KiB of its stdout and stderr together are
+ * kept in the run's result (`{"exit_code", "output_tail"}`) and in the error of a failure.
+ * A payload that names no command fails permanently.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
 import { SystemClock, type Clock } from '../clock.js';
 import { PermanentError } from '../worker/errors.js';
 import type { RunHandler, WorkerLogger, WorkerRun } from '../worker/run-attempt.js';
@@ -24,6 +31,43 @@ export const exitCodeTemporary = 75;
 export const stderrTailBytesMax = 4_096;
 const killGraceMsDefault = 5_000;
 
+/** The CMD of `tickler worker --exec` that runs each run's own command from its payload. */
+export const payloadCommand = '@payload';
+
+/** A command a payload names: `payload.exec` (src/migrate/crontab.ts `ExecPayload`). */
+export interface ExecSpec {
+  command: string;
+  shell?: string;
+  stdin?: string;
+  env?: Record<string, string>;
+  cwd?: string;
+  timeout_s?: number;
+}
+
+/** The payload's `exec`, checked field by field; a PermanentError names what is wrong. */
+export function execSpecOf(payload: unknown): ExecSpec {
+  const exec = (payload as { exec?: unknown } | null)?.exec;
+  const fail = (what: string): never => {
+    throw new PermanentError(`--exec ${payloadCommand}: the payload's ${what}`);
+  };
+  if (exec === null || typeof exec !== 'object' || Array.isArray(exec)) return fail('"exec" must be an object naming a command');
+  const spec = exec as Record<string, unknown>;
+  if (typeof spec['command'] !== 'string' || spec['command'] === '') fail('exec.command must be a non-empty string');
+  for (const field of ['shell', 'stdin', 'cwd'] as const) {
+    if (spec[field] !== undefined && typeof spec[field] !== 'string') fail(`exec.${field} must be a string`);
+  }
+  const timeout = spec['timeout_s'];
+  if (timeout !== undefined && !(typeof timeout === 'number' && Number.isInteger(timeout) && timeout > 0)) {
+    fail('exec.timeout_s must be a positive integer');
+  }
+  const env = spec['env'];
+  if (env !== undefined && (env === null || typeof env !== 'object' || Array.isArray(env) ||
+    Object.values(env).some((value) => typeof value !== 'string'))) {
+    fail('exec.env must map names to strings');
+  }
+  return spec as unknown as ExecSpec;
+}
+
 export interface ExecHandlerOptions {
   command: string;
   pool: string;
@@ -32,6 +76,8 @@ export interface ExecHandlerOptions {
   clock?: Clock;
   /** Where the child's stderr is copied as it arrives (besides the kept tail); default our stderr. */
   stderrSink?: (chunk: Buffer) => void;
+  /** Where a payload command's stdout is copied as it arrives (besides the kept tail); default our stdout. */
+  stdoutSink?: (chunk: Buffer) => void;
   /** Where each command's outcome is logged (info when it succeeded, warn otherwise). */
   logger?: Pick<WorkerLogger, 'info' | 'warn'>;
   /** Where the running children's process groups are kept, for `killAll` when the worker exits. */
@@ -107,14 +153,23 @@ export function createExecHandler(options: ExecHandlerOptions): RunHandler {
   const clock = options.clock ?? new SystemClock();
   const killGraceMs = options.killGraceMs ?? killGraceMsDefault;
   const stderrSink = options.stderrSink ?? ((chunk: Buffer) => process.stderr.write(chunk));
-  return (run, { signal }) => new Promise<void>((resolve, reject) => {
+  const stdoutSink = options.stdoutSink ?? ((chunk: Buffer) => process.stdout.write(chunk));
+  const fromPayload = options.command === payloadCommand;
+  return (run, { signal }) => new Promise<unknown>((resolve, reject) => {
+    const spec: ExecSpec = fromPayload ? execSpecOf(run.payload) : { command: options.command };
     const stderrTail = new TailBuffer(stderrTailBytesMax);
     // Its own process group, so that a kill reaches whatever the shell started too: a
     // grandchild left alive would keep the stderr pipe open and the run from ending.
-    const child = spawn('/bin/sh', ['-c', options.command], {
-      env: { ...process.env, ...runEnvironment(run, options.pool) },
-      stdio: ['pipe', 'inherit', 'pipe'],
+    const child = spawn(spec.shell ?? '/bin/sh', ['-c', spec.command], {
+      env: { ...process.env, ...spec.env, ...runEnvironment(run, options.pool) },
+      stdio: ['pipe', fromPayload ? 'pipe' : 'inherit', 'pipe'],
       detached: true,
+      ...(spec.cwd === undefined ? {} : { cwd: spec.cwd }),
+    }) as ChildProcessByStdio<Writable, Readable | null, Readable>;
+    // A payload's command: stdout and stderr together, for the result.
+    child.stdout?.on('data', (chunk: Buffer) => {
+      stderrTail.push(chunk);
+      stdoutSink(chunk);
     });
     const startedMs = clock.nowMs();
     const pid = child.pid;
@@ -131,9 +186,10 @@ export function createExecHandler(options: ExecHandlerOptions): RunHandler {
       // A command that never reads its stdin closes the pipe early; its exit code still decides.
       if (error.code !== 'EPIPE') stderrTail.push(Buffer.from(`tickler: writing the payload failed: ${error.message}\n`));
     });
-    child.stdin.end(JSON.stringify(run.payload ?? null));
+    child.stdin.end(fromPayload ? (spec.stdin ?? '') : JSON.stringify(run.payload ?? null));
     let killTimer: { cancel(): void } | undefined;
     let closed = false;
+    let timedOut = false;
     const onAbort = (): void => {
       signalChild('SIGTERM');
       killTimer = clock.setTimer(clock.nowMs() + killGraceMs, () => {
@@ -142,6 +198,10 @@ export function createExecHandler(options: ExecHandlerOptions): RunHandler {
     };
     if (signal.aborted) onAbort();
     else signal.addEventListener('abort', onAbort, { once: true });
+    const timeoutTimer = spec.timeout_s === undefined ? undefined : clock.setTimer(clock.nowMs() + spec.timeout_s * 1_000, () => {
+      timedOut = true;
+      onAbort();
+    });
     child.on('error', (error) => {
       signal.removeEventListener('abort', onAbort);
       if (pid !== undefined) options.running?.delete(pid);
@@ -151,21 +211,24 @@ export function createExecHandler(options: ExecHandlerOptions): RunHandler {
     child.on('close', (code, killedBy) => {
       closed = true;
       signal.removeEventListener('abort', onAbort);
-      if (pid !== undefined) options.running?.delete(pid);
       killTimer?.cancel();
-      const outcome = code === exitCodeSucceeded ? 'succeeded' : code === exitCodePermanent ? 'failed_permanent' : 'failed';
+      timeoutTimer?.cancel();
+      if (pid !== undefined) options.running?.delete(pid);
+      const succeeded = code === exitCodeSucceeded && !timedOut;
+      const outcome = succeeded ? 'succeeded' : code === exitCodePermanent ? 'failed_permanent' : 'failed';
       const details = {
-        runId: run.run_id, jobId: run.job_id, attempt: run.attempt, outcome, exitCode: code, signal: killedBy,
+        runId: run.run_id, jobId: run.job_id, attempt: run.attempt, outcome, exitCode: code, signal: killedBy, timedOut,
         durationMs: clock.nowMs() - startedMs,
       };
-      if (code === exitCodeSucceeded) {
+      if (succeeded) {
         options.logger?.info(details, 'command succeeded');
-        resolve();
+        resolve(fromPayload ? { exit_code: 0, output_tail: stderrTail.text() } : undefined);
         return;
       }
       options.logger?.warn(details, `command ${outcome === 'failed_permanent' ? 'failed permanently' : 'failed'}`);
       const tail = stderrTail.text().trimEnd();
-      const how = code === null ? `killed by ${killedBy ?? 'a signal'}` : `exited with code ${code}`;
+      const killed = code === null ? `killed by ${killedBy ?? 'a signal'}` : `exited with code ${code}`;
+      const how = timedOut ? `timed out after ${spec.timeout_s} s and was ${killed}` : killed;
       const message = tail === '' ? `command ${how}` : `command ${how}: ${tail}`;
       reject(code === exitCodePermanent ? new PermanentError(message) : new Error(message));
     });

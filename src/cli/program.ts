@@ -13,6 +13,7 @@ import { isFatalError } from '../fatal-error.js';
 import { TicklerClient } from '../worker/client.js';
 import { TicklerApiError, TicklerNetworkError } from '../worker/errors.js';
 import { addApiCommands, connectionOf, urlDefault, type ConnectionFlags, type Output } from './api-commands.js';
+import { addMigrateCommands } from './migrate-commands.js';
 import { addScheduleCommands } from './schedule-preview.js';
 import { runServe } from './serve-command.js';
 import { CliUsageError, logLevels, serveDefaults, type ServeFlags } from './serve-options.js';
@@ -94,6 +95,7 @@ export function buildProgram(env: NodeJS.ProcessEnv = process.env): Command {
 
   addApiCommands(program, () => new TicklerClient(connection()), output);
   addScheduleCommands(program, output, () => Date.now());
+  addMigrateCommands(program, () => new TicklerClient(connection()));
   return program;
 }
 

@@ -44,7 +44,10 @@ The last 4 KiB of the child's stderr are reported as the run's error. When the l
 lost or the run is cancelled, the child gets SIGTERM, then SIGKILL 5 s later.
 On SIGTERM or SIGINT the worker stops leasing, and running commands get SIGTERM after
 --stop-timeout-s (default 0: at once), SIGKILL 5 s later; their outcomes are reported
-(a killed command's run is retried) and the worker exits 0. A second signal kills them at once.`;
+(a killed command's run is retried) and the worker exits 0. A second signal kills them at once.
+--exec @payload runs each run's own command from its payload ({"exec": {"command", "shell",
+"env", "cwd", "stdin", "timeout_s"}}, as tickler import writes it); the last 4 KiB of its
+output are kept in the run's result (docs/migration.md).`;
 
 export async function runExecWorker(flags: WorkerFlags, connection: { baseUrl: string; apiKey?: string }): Promise<void> {
   const concurrency = integerIn(flags.concurrency ?? '1', '--concurrency', 1, 1_000);

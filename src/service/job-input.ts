@@ -39,3 +39,6 @@ export interface JobCreateInput {
 
 /** A PATCH changes schedule, payload or policies; the key and the team stay. */
 export type JobPatchInput = Partial<Omit<JobCreateInput, 'key'>>;
+
+/** `PUT /v1/jobs/by-key/{key}`: a create body whose `key` the path names, and whether it is paused. */
+export type JobUpsertInput = JobCreateInput & { paused?: boolean };

@@ -13,7 +13,8 @@ import { firstTimer, planFiring } from '../domain/firing-plan.js';
 import type {
   CreateJobInput, CreateJobOutcome, JobChange, JobListFilter, SilentJob, Store, TeamScope, TimerWrite,
 } from '../store/store.js';
-import type { JobCreateInput, JobPatchInput } from './job-input.js';
+import type { JobCreateInput, JobPatchInput, JobUpsertInput } from './job-input.js';
+import { stringify as stableStringify } from 'safe-stable-stringify';
 import { decodeCursor, encodeCursor } from '../store/cursor.js';
 import { specJsonOf } from '../domain/spec-json.js';
 import { specFromCreate, specFromPatch, type LabelSelector, type SpecContext } from './job-spec.js';
@@ -49,6 +50,13 @@ export interface CreateItem {
 export type CreateResult =
   | { kind: 'created' | 'existing'; job: JobRecord }
   | { kind: 'error'; error: TicklerError };
+
+/** What `upsertByKey` answers: the job, whether it was created, whether anything changed. */
+export interface UpsertResult {
+  job: JobRecord;
+  created: boolean;
+  changed: boolean;
+}
 
 /** Creates checked and built, not yet written (`JobService.prepareCreates`). */
 export interface PreparedCreates {
@@ -197,6 +205,82 @@ export class JobService {
       ...(dueNow === undefined ? {} : { dueNow }),
       ...(spec.key === null || item.rawText === '' ? {} : { legacyTextHash: sha256Hex(item.rawText) }),
     };
+  }
+
+  /**
+   * `PUT /v1/jobs/by-key/{key}`: creates the team's job with this key, or replaces the
+   * definition of the one there (docs/API.md, "Upsert by key"). A replacement is one
+   * `changeJob` with the version read, so the spec, the state and the pending timer change in
+   * one transaction; the job keeps its `job_id` and its runs. `paused` (recurring jobs only)
+   * sets the state; left out, the state stays as it is. A cancelled job under the key is
+   * brought back, as the file that names it asks. Answers whether anything changed; with
+   * `dryRun` nothing is written and the job answered is the one that would be.
+   */
+  async upsertByKey(team: string, key: string, body: JobUpsertInput, dryRun = false): Promise<UpsertResult> {
+    const { paused, ...rest } = body;
+    if (rest.key !== undefined && rest.key !== key) {
+      throw new TicklerError('invalid_request', 'the body\'s key differs from the key in the path', { field: 'key' });
+    }
+    if (rest.schedule.delay_s !== undefined) {
+      throw new TicklerError('invalid_request', 'an upsert names its time: schedule.at, not delay_s (a delay would change the job on every call)',
+        { field: 'schedule.delay_s' });
+    }
+    if (paused !== undefined && rest.schedule.cron === undefined) {
+      throw new TicklerError('invalid_request', 'only a recurring job can be paused', { field: 'paused' });
+    }
+    const createBody: JobCreateInput = { ...rest, key };
+    for (let attempt = 1; attempt <= changeAttemptsMax; attempt++) {
+      const nowMs = this.deps.clock.nowMs();
+      const [existing] = (await this.deps.store.listJobs({ team, key, limit: 1 })).items;
+      if (existing === undefined) {
+        const input = this.prepareCreate(team, { body: createBody, rawText: '' }, nowMs);
+        if (paused === true) Object.assign(input, { job: { ...input.job, state: 'paused', nextFireAtMs: null, nextScheduledAtMs: null }, timer: null });
+        if (dryRun) return { job: input.job, created: true, changed: true };
+        const [outcome] = await this.deps.store.createJobs([input], nowMs);
+        if (outcome?.kind === 'created') {
+          this.deps.metrics.jobsCreatedTotal.inc(1);
+          this.countDispatchedAtCreate([input], [outcome]);
+          return { job: outcome.job, created: true, changed: true };
+        }
+        continue; // another caller created it first: replace that one
+      }
+      const change = this.upsertChange(existing, createBody, paused, nowMs);
+      if (change === null) return { job: existing, created: false, changed: false };
+      if (change.timer !== 'keep') await this.refuseFiredOneShot(team, existing, nowMs);
+      if (dryRun) {
+        const timer = change.timer === 'keep' ? null : change.timer;
+        return {
+          job: { ...existing, ...change, version: existing.version + 1, updatedAtMs: nowMs,
+            ...(change.timer === 'keep' ? {} : { nextFireAtMs: timer?.fireAtMs ?? null, nextScheduledAtMs: timer?.scheduledAtMs ?? null }) },
+          created: false, changed: true,
+        };
+      }
+      const outcome = await this.deps.store.changeJob({ team, jobId: existing.jobId, expectedVersion: existing.version, nowMs, ...change });
+      if (outcome.kind === 'changed') return { job: outcome.job, created: false, changed: true };
+    }
+    throw new TicklerError('unavailable', `the job with key ${JSON.stringify(key.slice(0, 80))} kept changing under ${changeAttemptsMax} attempts; retry`);
+  }
+
+  /** What an upsert changes in `job`, or null when it already is as asked. */
+  private upsertChange(job: JobRecord, body: JobCreateInput, paused: boolean | undefined, nowMs: number):
+    { spec: JobRecord['spec']; state: JobState; requestHash: string; timer: TimerWrite | null | 'keep' } | null {
+    const { spec, schedule } = specFromCreate(body, this.specContext(nowMs));
+    const recurring = 'cron' in spec.schedule;
+    let state: JobState = job.state;
+    if (job.state === 'cancelled') state = paused === true ? 'paused' : 'active';
+    else if (paused !== undefined && job.state !== 'done') state = paused ? 'paused' : 'active';
+    else if (job.state === 'paused' && !recurring) state = 'active';
+    const sameSpec = stableStringify(spec) === stableStringify(job.spec);
+    if (sameSpec && state === job.state) return null;
+    if (job.state === 'done') {
+      throw new TicklerError('invalid_state', `job ${job.jobId} under this key is done; a changed one-shot job needs a new key`);
+    }
+    const timingChanged = stableStringify([spec.schedule, spec.tolerance_s, spec.dst]) !==
+      stableStringify([job.spec.schedule, job.spec.tolerance_s, job.spec.dst]);
+    let timer: TimerWrite | null | 'keep' = 'keep';
+    if (state !== 'active') timer = state === job.state ? 'keep' : null;
+    else if (job.state !== 'active' || timingChanged) timer = firstTimer(job.jobId, spec, schedule, nowMs);
+    return { spec, state, requestHash: requestHashOf(body), timer };
   }
 
   async get(scope: TeamScope, jobId: string): Promise<JobRecord> {

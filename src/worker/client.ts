@@ -232,6 +232,16 @@ export class TicklerClient implements WorkerApi {
     return this.json('GET', '/v1/jobs:silent', { query: { ...query }, ...options });
   }
 
+  /**
+   * Creates the job with this key or replaces its definition (`PUT /v1/jobs/by-key/{key}`, an
+   * extension of API.md); `dryRun` answers what would happen and writes nothing.
+   */
+  upsertJob(key: string, body: JobCreateRequest & { paused?: boolean }, upsert: { dryRun?: boolean; team?: string } = {},
+    options?: RequestOptions): Promise<{ job: Job; created: boolean; changed: boolean }> {
+    const query = { ...(upsert.dryRun === true ? { dry_run: 'true' } : {}), ...(upsert.team === undefined ? {} : { team: upsert.team }) };
+    return this.json('PUT', `/v1/jobs/by-key/${segment(key)}`, { body, query, ...options });
+  }
+
   patchJob(jobId: string, body: JobPatchRequest, options?: RequestOptions): Promise<Job> {
     return this.json('PATCH', `/v1/jobs/${segment(jobId)}`, { body, ...options });
   }

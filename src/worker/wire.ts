@@ -111,6 +111,8 @@ export interface ListJobsQuery {
   state?: JobState;
   pool?: string;
   label?: string;
+  /** The job with exactly this key (extension). */
+  key?: string;
   team?: string;
   cursor?: string;
   limit?: number;

@@ -36,7 +36,7 @@ describe('tickler worker --exec against a server', () => {
   async function completionOf(command: string, payload: unknown = { n: 1 }): Promise<CompleteRequest> {
     worker = createWorker({
       client: new TicklerClient({ baseUrl: server.url }), pool: 'ops', concurrency: 1, leaseS: 60,
-      handler: createExecHandler({ command, pool: 'ops', stderrSink: () => undefined }),
+      handler: createExecHandler({ command, pool: 'ops', stderrSink: () => undefined, stdoutSink: () => undefined }),
       logger: silentLogger(), clock: new VirtualClock(startMs),
     });
     worker.start();
@@ -83,6 +83,28 @@ describe('tickler worker --exec against a server', () => {
     assert.equal(body.status, 'succeeded');
   });
 
+  test('--exec @payload runs the payload\'s command with its shell, environment, working directory and stdin', async () => {
+    const body = await completionOf('@payload', { exec: {
+      command: 'printf "%s|%s|%s|" "$GREETING" "$(pwd)" "$0"; cat; echo warn >&2', shell: '/bin/bash',
+      env: { GREETING: 'hello' }, cwd: directory, stdin: 'line 1\nline 2\n',
+    } });
+    assert.equal(body.status, 'succeeded', body.error);
+    assert.deepEqual(body.result, { exit_code: 0, output_tail: `hello|${directory}|/bin/bash|line 1\nline 2\nwarn\n` });
+  });
+
+  test('--exec @payload keeps the last 4 KiB of its output in a failure', async () => {
+    const noisy = await completionOf('@payload', { exec: { command: `head -c 10000 /dev/zero | tr '\\0' a; printf END; exit 3` } });
+    assert.equal(noisy.status, 'failed');
+    assert.ok(noisy.error!.endsWith('aaaEND'));
+    assert.equal(noisy.error!.length, 'command exited with code 3: '.length + stderrTailBytesMax);
+  });
+
+  test('--exec @payload refuses a payload without a command, permanently', async () => {
+    const bad = await completionOf('@payload', { command: 'not under exec' });
+    assert.equal(bad.status, 'failed_permanent');
+    assert.match(bad.error!, /the payload's "exec" must be an object/);
+  });
+
   test('only the last 4 KiB of stderr are reported', async () => {
     const body = await completionOf(`head -c 10000 /dev/zero | tr '\\0' a >&2; printf END >&2; exit 1`);
     assert.equal(body.status, 'failed');
@@ -114,6 +136,21 @@ describe('createExecHandler kills', () => {
     await started.promise;
     controller.abort(new Error('lease lost'));
     await assert.rejects(outcome, /killed by SIGTERM/);
+  });
+
+  test('a payload command past its timeout_s is killed and fails, saying so', async () => {
+    const clock = new VirtualClock(startMs);
+    const started = signalled();
+    const handler = createExecHandler({
+      command: '@payload', pool: 'ops', clock, stdoutSink: (chunk) => chunk.toString().includes('ready') && started.resolve(),
+    });
+    const outcome = Promise.resolve(handler(leasedRun(startMs, { payload: { exec: { command: 'echo ready; sleep 30', timeout_s: 10 } } }),
+      { signal: new AbortController().signal }));
+    const rejected = assert.rejects(outcome, /timed out after 10 s and was killed by SIGTERM/);
+    await started.promise;
+    await clock.advance(9_999);
+    await clock.advance(1);
+    await rejected;
   });
 
   test('a child that ignores SIGTERM gets SIGKILL after the grace period', async () => {
