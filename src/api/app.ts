@@ -84,9 +84,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   void registerOpenApi(app as unknown as FastifyInstance);
 
   app.addHook('onRequest', async (request) => {
-    // Node keeps the first of repeated Authorization headers and drops the rest: which key
-    // a client meant is then a guess, so the request is refused instead.
-    if (authorizationHeaders(request.raw.rawHeaders) > 1) {
+    // Node keeps the first of repeated Authorization headers and drops the rest, and a proxy
+    // may fold them into one, comma-separated (no credential holds a comma): which key a
+    // client meant is then a guess, so the request is refused instead.
+    if (authorizationHeaders(request.raw.rawHeaders) > 1 || (request.headers.authorization ?? '').includes(',')) {
       throw new TicklerError('invalid_request', 'send one Authorization header, not several');
     }
     if (request.is404) return;

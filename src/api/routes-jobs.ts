@@ -11,6 +11,7 @@ import {
   CancelledCountAnswer,
   JobAnswer,
   JobBatchAnswer,
+  UpsertAnswer,
   JobCancelBatchAnswer,
   PreviewAnswer,
   JobBatchBody,
@@ -62,7 +63,12 @@ function registerCreateRoutes(app: App, { jobs }: ApiContext): void {
 
   app.put('/v1/jobs/by-key/:key', {
     schema: { params: JobKeyParams, body: JobUpsertBody, querystring: UpsertQuery },
-    config: { doc: { summary: 'create the job with this key, or replace its definition (201 or 200, with whether anything changed)' } },
+    config: {
+      doc: {
+        summary: 'create the job with this key, or replace its definition (201 or 200, with whether anything changed)',
+        answers: { 201: UpsertAnswer, 200: UpsertAnswer }, errors: [409],
+      },
+    },
   }, async (request, reply) => {
     const team = teamOf(callerOf(request), request.query.team);
     const result = await jobs.upsertByKey(team, request.params.key, request.body, request.query.dry_run === true);

@@ -372,3 +372,5 @@ export const StatusAnswer = Type.Object({ status: Type.String() }, { additionalP
 export const ReadinessAnswer = Type.Object({ ready: Type.Boolean() }, { additionalProperties: true });
 
 export const CancelledCountAnswer = Type.Object({ cancelled: Type.Integer() });
+
+export const UpsertAnswer = Type.Object({ job: JobAnswer, created: Type.Boolean(), changed: Type.Boolean() });
