@@ -17,6 +17,8 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY scripts/build.mjs scripts/
 COPY bin bin
 COPY src src
+# The web UI's build is committed (README, "UI"): served as it is.
+COPY web/dist web/dist
 # Exactly the lock's dependencies; install scripts only for the native addon (the development
 # tools' own scripts are not needed to compile); the strict build; then the development
 # dependencies (TypeScript, tsx, the benchmarks' peers) go.
@@ -37,6 +39,7 @@ COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules node_modules
 COPY --from=build /app/bin bin
 COPY --from=build /app/dist dist
+COPY --from=build /app/web/dist web/dist
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]

@@ -1,6 +1,6 @@
 /**
  * `tickler serve`: resolves the options, starts the server, prints one JSON line on stdout
- * when it is ready (`{"msg": "tickler listening on URL", "url": ..., ...}`, as pino writes its
+ * when it is ready (`{"msg": "tickler listening on URL (roles R, node N)", "url": ..., ...}`, as pino writes its
  * lines; the logs go to stderr), and on SIGTERM or SIGINT closes it (stop taking work, release shard leases, close
  * the store) and exits 0. A close that takes longer than 10 s exits 1 rather than hang the
  * deployment that sent the signal. A node that cannot bind its port closes what it opened,
@@ -28,7 +28,8 @@ export async function runServe(flags: ServeFlags, env: Environment): Promise<voi
   // Every node listens (a scheduler-only node serves /healthz, /readyz and /metrics), so every
   // node prints the same line, whatever its log level; scripts and tests wait for it.
   pino({ name: 'tickler', level: 'info' }, pino.destination({ dest: 1, sync: true }))
-    .info({ url: server.url, roles: options.roles, nodeId: server.nodeId }, `tickler listening on ${server.url}`);
+    .info({ url: server.url, roles: options.roles, nodeId: server.nodeId },
+      `tickler listening on ${server.url} (roles ${options.roles.join(',')}, node ${server.nodeId})`);
   let closing = false;
   const shutdown = (signalName: NodeJS.Signals): void => {
     if (closing) {

@@ -63,7 +63,7 @@ test('every line tickler serve writes is JSON, and each run going dead is logged
     data.remove();
   }
   const out = parsedLines(stdout, 'stdout');
-  assert.match(out[0]?.msg ?? '', /^tickler listening on http:\/\/127\.0\.0\.1:\d+$/);
+  assert.match(out[0]?.msg ?? '', /^tickler listening on http:\/\/127\.0\.0\.1:\d+ \(roles api,scheduler, node \S+\)$/);
   const logs = parsedLines(stderr, 'stderr');
   const dead = logs.filter((line) => line.msg?.startsWith('run is dead'));
   assert.deepEqual(dead.map((line) => line.msg).sort(), [
