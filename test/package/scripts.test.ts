@@ -19,7 +19,7 @@ after(() => rmSync(checkout, { recursive: true, force: true }));
 
 before(() => {
   for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'bin', 'src', 'scripts', 'bench',
-    'chaos', 'test']) {
+    'chaos', 'sim', 'test']) {
     cpSync(join(repoRoot, entry), join(checkout, entry), { recursive: true });
   }
   symlinkSync(join(repoRoot, 'node_modules'), join(checkout, 'node_modules'));
@@ -30,6 +30,8 @@ const npm = (args: string[]): string => run('npm', ['run', '--silent', ...args],
 const checks: Record<string, (() => void | Promise<void>) | string> = {
   typecheck: 'run by npm test', lint: 'run by npm test', test: 'what CI runs', build: 'run by test/deploy/dockerfile.test.ts',
   prepare: 'run by npm pack in test/package/pack.test.ts',
+  'build:web': 'run by test/ui/web-build.test.ts, which checks web/dist is its output',
+  sim: () => assert.match(npm(['sim', '--', '--seeds', '1', '--steps', '5']), /no violation/),
   'test:unit': () => {
     const files = npm(['test:unit', '--', '--list']).trim().split('\n');
     assert.ok(files.length >= 5, files.join(', '));
