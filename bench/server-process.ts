@@ -96,7 +96,7 @@ function waitForUrl(child: ChildProcess, exited: Promise<number | null>, stderr:
     }, listenTimeoutMs);
     child.stdout!.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
-      const match = /"msg":"tickler listening on ([^"\s]+)"/.exec(stdout);
+      const match = /"msg":"tickler listening on ([^"\s]+)[ "]/.exec(stdout);
       if (match !== null) {
         clearTimeout(timeout);
         resolvePromise(match[1]!);

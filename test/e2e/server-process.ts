@@ -63,7 +63,7 @@ export async function startServerProcess(options: {
     let stdout = '';
     child.stdout!.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
-      const match = /"msg":"tickler listening on ([^"\s]+)"/.exec(stdout);
+      const match = /"msg":"tickler listening on ([^"\s]+)[ "]/.exec(stdout);
       if (match !== null) resolvePromise(match[1]!);
     });
     void exited.then((code) => reject(new Error(`tickler serve exited with ${code} before listening:\n${stderr}`)));
