@@ -25,11 +25,6 @@ export async function runServe(flags: ServeFlags, env: Environment): Promise<voi
     process.stderr.write(`tickler: ${error.message}\n`);
     process.exit(1);
   }
-  // Every node listens (a scheduler-only node serves /healthz, /readyz and /metrics), so every
-  // node prints the same line, whatever its log level; scripts and tests wait for it.
-  pino({ name: 'tickler', level: 'info' }, pino.destination({ dest: 1, sync: true }))
-    .info({ url: server.url, roles: options.roles, nodeId: server.nodeId },
-      `tickler listening on ${server.url} (roles ${options.roles.join(',')}, node ${server.nodeId})`);
   let closing = false;
   const shutdown = (signalName: NodeJS.Signals): void => {
     if (closing) {
@@ -52,4 +47,11 @@ export async function runServe(flags: ServeFlags, env: Environment): Promise<voi
   };
   process.on('SIGTERM', shutdown);
   process.on('SIGINT', shutdown);
+  // The handlers first: a supervisor that signals the moment it reads the line below must not
+  // find the process without them (it would die of the signal instead of shutting down).
+  // Every node listens (a scheduler-only node serves /healthz, /readyz and /metrics), so every
+  // node prints the same line, whatever its log level; scripts and tests wait for it.
+  pino({ name: 'tickler', level: 'info' }, pino.destination({ dest: 1, sync: true }))
+    .info({ url: server.url, roles: options.roles, nodeId: server.nodeId },
+      `tickler listening on ${server.url} (roles ${options.roles.join(',')}, node ${server.nodeId})`);
 }
