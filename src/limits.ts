@@ -205,8 +205,11 @@ assertTiming(virtualClockTimingDefaults);
 assertHttpLimits(httpLimitsDefaults);
 
 // ---------------------------------------------------------------------------------------------
-// The worker SDK (src/worker/). Its options' defaults and bounds, its backoffs and its batching.
+// Outside the store and the scheduler: the worker SDK, the server's wiring, the API, the
+// services, observability and the CLI. test/layout/tunables.test.ts keeps their numbers here.
 // ---------------------------------------------------------------------------------------------
+
+// The worker SDK (src/worker/): its options' defaults and bounds, its backoffs and its batching.
 
 /** A lease request's long-poll wait (`WorkerOptions.waitS`) by default. */
 export const workerLeaseWaitSDefault = 20;
@@ -287,3 +290,31 @@ export const clientCreateBatchEnvelopeBytes = 64;
 export const clientRequestTimeoutMsDefault = 30_000;
 /** Headroom over `wait_s` so a long-poll that answers on time is never cut short by its timeout. */
 export const clientLongPollTimeoutHeadroomMs = 10_000;
+
+// The server's wiring (src/server.ts, src/server/).
+
+/** How often a PostgreSQL node creates timer partitions ahead and drops past, empty ones. */
+export const serverPartitionMaintenanceIntervalMs = 3_600_000;
+/**
+ * How long a starting node waits for an unreachable database before it gives up. A node
+ * (re)started while PostgreSQL restarts should come up when the database does, not exit.
+ */
+export const serverDatabaseWaitAtStartMs = 60_000;
+/** The first wait for an unreachable database at start; it doubles up to the max. */
+export const serverDatabaseRetryDelayMsBase = 100;
+export const serverDatabaseRetryDelayMsMax = 2_000;
+/**
+ * After a crash, a lease the dead process committed may never have reached its worker (the
+ * answer died with it), and would hold its run for the whole `lease_s` (bench:peers W8: one run
+ * 60 s late). Workers heartbeat every third of a lease, so leases are cut to that plus this
+ * margin: a worker that has its run keeps it, a lost answer is offered again. On the embedded
+ * store at a restart that took the data directory's lock over from a dead process; on
+ * PostgreSQL when a cluster member is gone (src/scheduler/orphaned-leases.ts).
+ */
+export const serverOrphanedLeaseMarginMs = 5_000;
+/**
+ * Near timers come announced (in-process after the commit on SQLite, by NOTIFY on PostgreSQL,
+ * which says when announcements may have been lost: onNearTimersMissed), so a scheduler node
+ * rereads its whole window only every this many refreshes.
+ */
+export const serverFullReloadEveryRefreshesCount = 10;
