@@ -318,3 +318,49 @@ export const serverOrphanedLeaseMarginMs = 5_000;
  * rereads its whole window only every this many refreshes.
  */
 export const serverFullReloadEveryRefreshesCount = 10;
+
+// The HTTP API (src/api/).
+
+/** How often, at most, Node looks for requests past their timeout (its default is 30 s). */
+export const apiHttpTimeoutCheckIntervalMsMax = 1_000;
+/** Formatted instants remembered (api/wire.ts `iso`); cleared when full, so it stays small. */
+export const apiIsoCacheEntriesCountMax = 64;
+/** The longest window one occurrences call of the web UI's data routes covers. */
+export const apiOccurrenceWindowDaysMax = 31;
+/** Replays a team may start at once from the web UI, and how many more each second gives it. */
+export const apiReplayBurstCount = 50;
+export const apiReplayRefillCountPerS = 10;
+
+// The services (src/service/).
+
+/** Schedule preview: skipped days are rare (two a year at most per zone), so a few rounds always suffice. */
+export const previewTopUpRoundsCountMax = 8;
+/** How often a read-compute-write job change is recomputed after losing a version race. */
+export const jobChangeAttemptsCountMax = 5;
+/** Passes in a row in which a lease waiter may find a run ready "now" yet not lease it, before it backs off. */
+export const leaseWaiterReadyNowPassesCountMax = 3;
+/** The lease waiter's back-off for that case, on the injected clock. */
+export const leaseWaiterReadyRecheckDelayMs = 250;
+
+// Observability (src/obs/).
+
+/** A silence alert's POST to the webhook is given this long. */
+export const alertSendTimeoutMs = 10_000;
+/** An alert not delivered is retried after this, doubling up to the max. */
+export const alertRetryDelayMsMin = 1_000;
+export const alertRetryDelayMsMax = 300_000;
+
+// The command line (src/cli/).
+
+/** A table cell is cut to this many characters (an error message, say), ending in "…". */
+export const cliTableCellCharsCountMax = 60;
+/** `tickler worker --exec`: the end of a failed command's stderr kept as the run's error. */
+export const cliExecStderrTailBytesMax = 4_096;
+/** `tickler worker --exec`: after SIGTERM, a command still running this long gets SIGKILL. */
+export const cliExecKillGraceMsDefault = 5_000;
+/** `tickler serve`: a shutdown that takes longer than this exits anyway. */
+export const cliServeShutdownDeadlineMs = 10_000;
+/** `tickler apply`: job upserts in flight at once. */
+export const cliApplyUpsertConcurrencyCount = 8;
+/** `tickler apply`: the next occurrences shown for each active cron job it changes. */
+export const cliApplyPreviewCount = 3;
