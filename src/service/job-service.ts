@@ -18,6 +18,7 @@ import { stringify as stableStringify } from 'safe-stable-stringify';
 import { decodeCursor, encodeCursor } from '../store/cursor.js';
 import { specJsonOf } from '../domain/spec-json.js';
 import { specFromCreate, specFromPatch, type LabelSelector, type SpecContext } from './job-spec.js';
+import { jobChangeAttemptsCountMax } from '../limits.js';
 
 export interface JobServiceDeps {
   store: Store;
@@ -67,9 +68,6 @@ export interface PreparedCreates {
   /** The item index of each input. */
   inputIndexes: number[];
 }
-
-/** How often a read-compute-write change is recomputed after losing a version race. */
-const changeAttemptsMax = 5;
 
 export class JobService {
   constructor(private readonly deps: JobServiceDeps) {}
@@ -229,7 +227,7 @@ export class JobService {
       throw new TicklerError('invalid_request', 'only a recurring job can be paused', { field: 'paused' });
     }
     const createBody: JobCreateInput = { ...rest, key };
-    for (let attempt = 1; attempt <= changeAttemptsMax; attempt++) {
+    for (let attempt = 1; attempt <= jobChangeAttemptsCountMax; attempt++) {
       const nowMs = this.deps.clock.nowMs();
       const [existing] = (await this.deps.store.listJobs({ team, key, limit: 1 })).items;
       if (existing === undefined) {
@@ -258,7 +256,7 @@ export class JobService {
       const outcome = await this.deps.store.changeJob({ team, jobId: existing.jobId, expectedVersion: existing.version, nowMs, ...change });
       if (outcome.kind === 'changed') return { job: outcome.job, created: false, changed: true };
     }
-    throw new TicklerError('unavailable', `the job with key ${JSON.stringify(key.slice(0, 80))} kept changing under ${changeAttemptsMax} attempts; retry`);
+    throw new TicklerError('unavailable', `the job with key ${JSON.stringify(key.slice(0, 80))} kept changing under ${jobChangeAttemptsCountMax} attempts; retry`);
   }
 
   /** What an upsert changes in `job`, or null when it already is as asked. */
@@ -405,7 +403,7 @@ export class JobService {
     /** A check that needs the store, on the same read of the job as `compute`. */
     precheck?: (job: JobRecord, nowMs: number) => Promise<void>,
   ): Promise<JobRecord> {
-    for (let attempt = 1; attempt <= changeAttemptsMax; attempt++) {
+    for (let attempt = 1; attempt <= jobChangeAttemptsCountMax; attempt++) {
       const job = await this.get(scope, jobId);
       const nowMs = this.deps.clock.nowMs();
       await precheck?.(job, nowMs);
@@ -416,7 +414,7 @@ export class JobService {
       if (outcome.kind === 'changed') return outcome.job;
       if (outcome.kind === 'not_found') throw notFound('job', jobId);
     }
-    throw new TicklerError('unavailable', `job ${jobId} kept changing under ${changeAttemptsMax} attempts; retry`);
+    throw new TicklerError('unavailable', `job ${jobId} kept changing under ${jobChangeAttemptsCountMax} attempts; retry`);
   }
 }
 

@@ -27,11 +27,7 @@
 import type { Clock, TimerHandle } from '../clock.js';
 import type { Logger } from '../obs/log.js';
 import { leaseCameBackShort, type DispatchLeaseClaim, type LeasedRun, type LeaseRunsRequest, type Store, type TeamScope } from '../store/store.js';
-
-/** Passes in a row that may find a run ready "now" yet not lease it before backing off. */
-const readyNowPassesMax = 3;
-/** The back-off for that case, on the injected clock. */
-const readyRecheckDelayMs = 250;
+import { leaseWaiterReadyNowPassesCountMax, leaseWaiterReadyRecheckDelayMs } from '../limits.js';
 
 export interface LeaseWaitRequest {
   scope: TeamScope;
@@ -156,7 +152,7 @@ export class LeaseWaiters {
         queue.dirty = false;
         await this.servePass(queue);
         if (queue.dirty) continue;
-        const readyNow = await this.armReadyTimer(pool, queue, pass >= readyNowPassesMax);
+        const readyNow = await this.armReadyTimer(pool, queue, pass >= leaseWaiterReadyNowPassesCountMax);
         if (!readyNow) break;
       }
     } catch (error) {
@@ -207,7 +203,7 @@ export class LeaseWaiters {
   /**
    * Arms one clock timer per pool at the earliest retry coming due for its waiters, and
    * answers true when that instant has already passed (time moved while the pass ran), so
-   * the caller serves the waiters again at once. After `readyNowPassesMax` such passes a
+   * the caller serves the waiters again at once. After `leaseWaiterReadyNowPassesCountMax` such passes a
    * run the store calls ready but will not lease (a race with another node) gets a timer a
    * little later instead, so a disagreement can never spin.
    */
@@ -225,7 +221,7 @@ export class LeaseWaiters {
     const nowMs = this.clock.nowMs();
     if (earliestMs <= nowMs) {
       if (!noMoreImmediatePasses) return true;
-      earliestMs = nowMs + readyRecheckDelayMs;
+      earliestMs = nowMs + leaseWaiterReadyRecheckDelayMs;
     }
     if (queue.readyTimer !== null && queue.readyTimer.atMs <= earliestMs) return false;
     queue.readyTimer?.handle.cancel();

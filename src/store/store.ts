@@ -22,6 +22,7 @@ import type {
   OccurrenceWrite,
   TimerWrite,
 } from '../domain/types.js';
+import type { ClusterMembership, MembershipOptions } from './membership.js';
 // The firing plan (domain) builds these; the store writes them.
 export type { OccurrenceWrite, TimerWrite } from '../domain/types.js';
 
@@ -483,6 +484,15 @@ export interface Store extends StoreNotifications {
   // Health ---------------------------------------------------------------------------------
   ping(): Promise<void>;
   close(): Promise<void>;
+
+  // Cluster membership (membership.ts) -------------------------------------------------------
+  /**
+   * One node's membership of the cluster, for its heartbeats (`ClusterMembership`): the members
+   * every node of the database sees (PostgreSQL), or the nodes of this process, the one the
+   * data-directory lock lets in (SQLite; membership.ts says what each store answers). Close it
+   * before the store.
+   */
+  openMembership(options: MembershipOptions): Promise<ClusterMembership>;
 }
 
 /** Lanes in the order workers are served. */

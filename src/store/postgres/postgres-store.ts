@@ -31,6 +31,8 @@ import { createJobs, type CreateItem } from './job-create.js';
 import { cancelJob, cancelJobs, cancelJobsByKeyPrefix, changeJob, getJob, listJobs, triggerJob } from './jobs.js';
 import { getRun, listRuns, replayRun } from './history.js';
 import { Notifier } from './notifier.js';
+import type { ClusterMembership, MembershipOptions } from '../membership.js';
+import { openPostgresMembership } from './membership.js';
 import { maintainPartitions, type PartitionReport } from './partitions.js';
 import { migrate } from './schema.js';
 import { acquireShardLeases, listShardLeases, releaseShardLeases, renewShardLeases } from './shard-leases.js';
@@ -83,7 +85,9 @@ export class PostgresStore implements Store {
   private closed = false;
   private dispatchLeaser: DispatchLeaser | null = null;
 
-  constructor(private readonly context: StoreContext, private readonly notifier: Notifier, readonly schema: string) {
+  constructor(private readonly context: StoreContext, private readonly notifier: Notifier, readonly schema: string,
+    /** The database's URL, for the membership's own connection (openMembership). */
+    private readonly url: string) {
     this.creates = new GroupCommitter(
       (items) => createJobs(context, items),
       groupCommitMax, commitsInFlightMax, isInputError);
@@ -257,6 +261,16 @@ export class PostgresStore implements Store {
     await query(this.context, 'ping', 'SELECT 1');
   }
 
+  /**
+   * Membership tables shared by every process on the database, judged by its clock unless the
+   * store is on the caller's (postgres/membership.ts). Its own one-connection pool: a busy
+   * store pool must not delay the heartbeat that keeps a node's share.
+   */
+  openMembership(options: MembershipOptions): Promise<ClusterMembership> {
+    return openPostgresMembership({ url: this.url, schema: this.schema, useDatabaseClock: this.context.useDatabaseClock,
+      logger: this.context.logger, schedules: options.schedules });
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -300,7 +314,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
       logger,
     };
     notifier = new Notifier({ url: options.url, schema, logger, loadTimers: (refs) => loadTimersByRef(context, refs) });
-    const store = new PostgresStore(context, notifier, schema);
+    const store = new PostgresStore(context, notifier, schema, options.url);
     await store.maintainPartitions(await databaseNowMs(pool));
     await notifier.start().catch((error: unknown) => mapStoreError(error, 'open'));
     return store;

@@ -27,6 +27,8 @@ import { leaseCameBackShort } from '../store.js';
 import { Dispatcher } from './dispatch.js';
 import { GroupCommitQueue, type OperationOutcome, type QueuedOperation } from './group-commit.js';
 import { WalSync } from './wal-sync.js';
+import type { ClusterMembership, MembershipOptions } from '../membership.js';
+import { LocalMembers } from './membership.js';
 import { JobWrites, type WriteEffects } from './job-writes.js';
 import { Notifier } from './notifications.js';
 import { StoreReads } from './reads.js';
@@ -148,6 +150,8 @@ export class SqliteStore implements Store {
   private closed = false;
   private dispatchLeaser: DispatchLeaser | null = null;
   private readonly scanStepJobs: number;
+  /** The cluster's members: the nodes of this process (openMembership). */
+  private readonly members = new LocalMembers();
 
   private readonly groupTransaction: Database.Transaction<(body: () => unknown) => unknown>;
   private readonly savepoint: { begin: Database.Statement; release: Database.Statement; rollback: Database.Statement };
@@ -507,6 +511,14 @@ export class SqliteStore implements Store {
     await this.checkpointer.close();
     this.walSync?.close();
     this.db.close();
+  }
+
+  // Cluster membership ---------------------------------------------------------------------
+
+  /** The nodes of this process (sqlite/membership.ts): the data-directory lock keeps every other out. */
+  async openMembership(options: MembershipOptions): Promise<ClusterMembership> {
+    this.assertOpen();
+    return this.members.open(options);
   }
 
   /** Queues a write for the next group commit; answers once the commit is durable (or, with `durable: false`, done). */
