@@ -141,6 +141,11 @@ export function leasedAttemptOf(attempt: number): number {
   return attempt + 1;
 }
 
+/** `leasedAttemptOf` as SQL. */
+export function leasedAttemptSql(attemptSql: string): string {
+  return `${attemptSql} + 1`;
+}
+
 /** A lease runs from now, or from the run's ready time when it was leased ahead. */
 export function leaseExpiresAtMsOf(nowMs: number, readyAtMs: number, leaseMs: number): number {
   return Math.max(nowMs, readyAtMs) + leaseMs;

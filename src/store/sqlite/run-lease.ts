@@ -26,6 +26,23 @@ type LeasableRow = [
   payload_json: string | null,
 ];
 
+/**
+ * The lease query: the leasable runs of one pool and lane whose ready time is in
+ * (`afterMs`, `untilMs`], oldest first, with what the lease answers of each. One lane at a
+ * time, so each query is a range seek on runs_leasable in ready_at order (the status list is
+ * the index's predicate, word for word). SQLite pulls the two fields a lease needs out of the
+ * job's spec: `->` answers the payload's JSON text as stored, which goes to the worker unparsed.
+ */
+function leaseQueryText(): string {
+  return `
+    SELECT r.run_seq, r.run_id, r.job_id, r.team, r.status, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
+      r.ready_at, j.spec ->> '$.lease_s' AS lease_s, j.spec -> '$.payload' AS payload_json
+    FROM runs r JOIN jobs j ON j.job_seq = r.job_seq
+    WHERE r.pool = ? AND r.lane = ? AND r.status IN ${leasableStatusesSql} AND r.held = 0 AND r.ready_at > ? AND r.ready_at <= ?
+      AND (? IS NULL OR r.team = ?)
+    ORDER BY r.ready_at ${boundLimit}`;
+}
+
 export class RunLease {
   private readonly selectLeasable: Database.Statement<[string, string, number, number, string | null, string | null, number], LeasableRow>;
   private readonly markRunning: Database.Statement<[number, number, number, number, number, string | null, number]>;
@@ -35,17 +52,8 @@ export class RunLease {
     private readonly runs: RunTable,
     private readonly tokens: TokenSequence,
   ) {
-    // One lane at a time, so each query is a range seek on runs_leasable in ready_at order
-    // (the status list is the index's predicate, word for word). SQLite pulls the two fields a
-    // lease needs out of the job's spec: `->` answers the payload's JSON text as stored, which
-    // goes to the worker unparsed.
-    this.selectLeasable = db.prepare<[string, string, number, number, string | null, string | null, number], LeasableRow>(`
-      SELECT r.run_seq, r.run_id, r.job_id, r.team, r.status, r.attempt, r.scheduled_at, r.fire_at, r.dispatched_at,
-        r.ready_at, j.spec ->> '$.lease_s' AS lease_s, j.spec -> '$.payload' AS payload_json
-      FROM runs r JOIN jobs j ON j.job_seq = r.job_seq
-      WHERE r.pool = ? AND r.lane = ? AND r.status IN ${leasableStatusesSql} AND r.held = 0 AND r.ready_at > ? AND r.ready_at <= ?
-        AND (? IS NULL OR r.team = ?)
-      ORDER BY r.ready_at ${boundLimit}`).raw(true);
+    this.selectLeasable = db.prepare<[string, string, number, number, string | null, string | null, number], LeasableRow>(
+      leaseQueryText()).raw(true);
     this.markRunning = db.prepare(`
       UPDATE runs SET status = '${leasedStatus}', attempt = ?, fencing_token = ?, lease_ms = ?,
         lease_expires_at = ?, started_at = ?, worker_id = ?, ready_at = NULL
