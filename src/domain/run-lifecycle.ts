@@ -197,6 +197,10 @@ export function heartbeatLeaseEndSql(nowSql: string, leaseMsSql: string): string
   return `${nowSql} + ${leaseMsSql}`;
 }
 
+/**
+ * The heartbeat as one decision. The stores carry it out as one fenced UPDATE (the fence in
+ * its WHERE, the end from `heartbeatLeaseEndSql`) and, when it matches nothing, `leaseMissOf`.
+ */
 export function decideHeartbeat(run: { status: RunStatus; fencingToken: string | null; leaseMs: number } | undefined,
   fencingToken: string, nowMs: number): { kind: 'extended'; leaseExpiresAtMs: number } | LeaseMiss {
   if (run === undefined || !fenceHolds(run.status, run.fencingToken, fencingToken)) return leaseMissOf(run);
@@ -239,11 +243,6 @@ export function decideCompletion(completion: { status: CompletionStatus; error: 
   }
   return { status: 'dead', readyAtMs: null, finishedAtMs: nowMs, lastError: error, eventType: 'dead',
     detail: { error, completion: completion.status } };
-}
-
-/** Whether a completion's new status keeps the run active (queued for its ready time), or ends it. */
-export function staysActive(status: RunStatus): boolean {
-  return !isFinalStatus(status);
 }
 
 // Lease expiry ----------------------------------------------------------------------------
