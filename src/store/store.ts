@@ -9,6 +9,7 @@
  * except PostgreSQL's shard-lease expiry, which is judged by the database's clock when the
  * store is configured for real time).
  */
+import { leasedEventDetail, readyMaxOf } from '../domain/run-lifecycle.js';
 import type {
   JobRecord,
   JobSpec,
@@ -244,10 +245,8 @@ export interface LeaseRunsRequest {
   readyMax?: number;
 }
 
-/** The ready part of a lease (`readyMax`), and whether its answer leaves the pool drained. */
-export function readyMaxOf(request: LeaseRunsRequest): number {
-  return Math.min(request.readyMax ?? request.max, request.max);
-}
+/** The ready part of a lease (`readyMax`) and the `leased` event's detail: run-lifecycle.ts decides both. */
+export { leasedEventDetail, readyMaxOf };
 
 /**
  * Whether a lease's answer says the pool has nothing more for this caller: fewer runs than it
@@ -280,17 +279,6 @@ export interface LeasedRun {
   leaseExpiresAtMs: number;
   /** When the run became (or becomes) ready: a run leased ahead must not start before it. */
   readyAtMs: number;
-}
-
-/**
- * The `leased` event's detail: the attempt and worker, and for a run leased ahead of its
- * ready time, `readyAt` (epoch ms), when its worker may start it.
- */
-export function leasedEventDetail(attempt: number, request: LeaseRunsRequest, readyAtMs: number):
-  { attempt: number; workerId: string | null; readyAt?: number } {
-  return readyAtMs > request.nowMs
-    ? { attempt, workerId: request.workerId, readyAt: readyAtMs }
-    : { attempt, workerId: request.workerId };
 }
 
 /**

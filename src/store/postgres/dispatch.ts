@@ -26,7 +26,7 @@ import { leaseCameBackShort, type DispatchItem, type DispatchLeaser, type Dispat
 import { numberArray, textArray } from './array-literals.js';
 import { prepared, type Transaction } from './connection.js';
 import { transaction, type StoreContext } from './context.js';
-import { leaseRunsWithin } from './worker-runs.js';
+import { leaseRunsWithin } from './run-lease.js';
 import {
   appendEvents, deleteTimers, insertRuns, insertTimers, newTimerId, occurrenceRun, type NewRun, type NewRunEvent, type NewTimer,
 } from './writes.js';

@@ -5,7 +5,7 @@
  * implement each Store method. It holds no SQL of its own beyond the health check.
  * Creates and completions are group-committed (group-commit.ts): concurrent calls share a
  * commit, as one fsync serves them all; their common groups are one statement that commits
- * alone, without BEGIN and COMMIT round trips (job-create.ts, run-completion.ts).
+ * alone, without BEGIN and COMMIT round trips (job-create.ts, run-complete.ts).
  *
  * Operators: call `maintainPartitions(nowMs)` periodically (the scheduler wiring does, e.g.
  * hourly); it creates the next days' timer partitions and drops past, empty ones. It also
@@ -29,7 +29,7 @@ import { GroupCommitter } from './group-commit.js';
 import { LeaseSharing } from './lease-sharing.js';
 import { createJobs, type CreateItem } from './job-create.js';
 import { cancelJob, cancelJobs, cancelJobsByKeyPrefix, changeJob, getJob, listJobs, triggerJob } from './jobs.js';
-import { getRun, listRuns, replayRun } from './history.js';
+import { getRun, listRuns } from './history.js';
 import { Notifier } from './notifier.js';
 import type { ClusterMembership, MembershipOptions } from '../membership.js';
 import { openPostgresMembership } from './membership.js';
@@ -40,10 +40,12 @@ import {
   countJobsWithoutTimer, findJobsWithoutTimer, findSilentJobs, listSilenceAnnounced, loadTimers, loadTimersByRef, repairJobTimer,
   setSilenceAnnounced,
 } from './timers.js';
-import { completeRuns } from './run-completion.js';
-import {
-  expireRunLeases, heartbeatRun, leaseRuns, leaseRunsShared, nextLeaseExpiryMs, nextReadyAtMs, releaseStrandedHeldRuns, shortenLeasesOfGoneNodes,
-} from './worker-runs.js';
+import { completeRuns } from './run-complete.js';
+import { expireRunLeases } from './run-expire.js';
+import { heartbeatRun } from './run-heartbeat.js';
+import { leaseRuns, leaseRunsShared } from './run-lease.js';
+import { replayRun } from './run-replay.js';
+import { nextLeaseExpiryMs, nextReadyAtMs, releaseStrandedHeldRuns, shortenLeasesOfGoneNodes } from './worker-runs.js';
 
 export interface PostgresStoreOptions {
   url: string;

@@ -49,7 +49,7 @@ export interface RunRow {
   dispatched_at: number | null;
   attempt: number;
   attempt_base: number;
-  status: string;
+  status: RunStatus;
   started_at: number | null;
   finished_at: number | null;
   last_error: string | null;
@@ -137,7 +137,7 @@ export function runFromRow(row: RunRow): RunRecord {
     fireAtMs: row.fire_at,
     dispatchedAtMs: row.dispatched_at,
     attempt: row.attempt,
-    status: row.status as RunStatus,
+    status: row.status,
     startedAtMs: row.started_at,
     finishedAtMs: row.finished_at,
     lastError: row.last_error,
