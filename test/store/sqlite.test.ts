@@ -12,7 +12,7 @@ import { openSqliteStore } from '../../src/store/sqlite/index.js';
 import { encodeCursor } from '../../src/store/cursor.js';
 import { migrate, schemaVersion } from '../../src/store/sqlite/schema.js';
 import { runIdOf } from '../../src/domain/identity.js';
-import type { DispatchLeaseClaim, LeasedRun } from '../../src/store/store.js';
+import type { ParkedWaiterClaim, LeasedRun } from '../../src/store/store.js';
 import { runStoreConformance, type StoreHandle } from './conformance.js';
 import { runRaceConformance } from './conformance-race.js';
 import {
@@ -313,11 +313,11 @@ void describe('sqlite store: what only the embedded store has', () => {
     const store = await openSqliteStore({ path });
     try {
       const settled: LeasedRun[][] = [];
-      const claims: DispatchLeaseClaim[] = [];
+      const claims: ParkedWaiterClaim[] = [];
       let max = 5;
-      store.setDispatchLeaser((pool, nowMs) => {
+      store.setParkedWaiters((pool, nowMs) => {
         if (claims.length >= 1) return null;
-        const claim: DispatchLeaseClaim = {
+        const claim: ParkedWaiterClaim = {
           request: { team: null, pool, max, leaseMs: 30_000, workerId: 'parked', nowMs },
           settle: (runs) => settled.push(runs),
         };
