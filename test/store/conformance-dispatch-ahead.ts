@@ -115,8 +115,10 @@ function runStageTests(open: OpenStore): void {
   void it('finishAhead leases the runs coming due to parked waiters in its own transaction', () => withStore(open, async (store) => {
     const { job, item, runId } = await writtenAhead(store);
     const settled: string[][] = [];
+    let claims = 0;
     store.setParkedWaiters?.((pool, nowMs) => {
-      if (settled.length > 0 || pool !== job.spec.pool) return null;
+      if (claims > 0 || pool !== job.spec.pool) return null;
+      claims++;
       const claim: ParkedWaiterClaim = {
         request: { team: null, pool, max: 1, leaseMs: 30_000, workerId: 'parked', nowMs },
         settle: (runs: LeasedRun[]) => settled.push(runs.map((run) => run.runId)),
