@@ -128,24 +128,9 @@ export function recordingStore(inner: Store, recorder: Recorder): Store {
       recorder.noteGrants(granted, ++recorder.seq);
       return granted;
     },
-    dispatch: async (items, nowMs) => {
-      const startSeq = ++recorder.seq;
-      const results = await inner.dispatch(items, nowMs);
-      recorder.checkDispatch(items, results, startSeq, ++recorder.seq);
-      return results;
-    },
-    writeRunsAhead: async (items, nowMs) => {
-      const startSeq = ++recorder.seq;
-      const results = await inner.writeRunsAhead(items, nowMs);
-      recorder.checkDispatch(items, results, startSeq, ++recorder.seq);
-      return results;
-    },
-    finishAhead: async (items, nowMs) => {
-      const startSeq = ++recorder.seq;
-      const results = await inner.finishAhead(items, nowMs);
-      recorder.checkDispatch(items, results, startSeq, ++recorder.seq);
-      return results;
-    },
+    dispatch: checkedFiring(recorder, (items, nowMs) => inner.dispatch(items, nowMs)),
+    writeRunsAhead: checkedFiring(recorder, (items, nowMs) => inner.writeRunsAhead(items, nowMs)),
+    finishAhead: checkedFiring(recorder, (items, nowMs) => inner.finishAhead(items, nowMs)),
     leaseRuns: async (request) => {
       const runs = await inner.leaseRuns(request);
       recorder.noteRunLeases(runs, ++recorder.seq);
@@ -166,6 +151,18 @@ export function recordingStore(inner: Store, recorder: Recorder): Store {
     },
   };
   return withOverrides(inner, overrides);
+}
+
+/** A firing operation whose answers the recorder checks, numbered on its sequence. */
+function checkedFiring<Item extends FencedTimer, Result extends FiringRefused | { kind: string; runs?: FiredRun[] }>(
+  recorder: Recorder, fire: (items: readonly Item[], nowMs: number) => Promise<Result[]>,
+): (items: readonly Item[], nowMs: number) => Promise<Result[]> {
+  return async (items, nowMs) => {
+    const startSeq = ++recorder.seq;
+    const results = await fire(items, nowMs);
+    recorder.checkDispatch(items, results, startSeq, ++recorder.seq);
+    return results;
+  };
 }
 
 /** What a node's faults are now; the simulation changes them between steps. */
