@@ -102,8 +102,7 @@ export interface TimingConfig {
   /**
    * How long before its fire time a one-shot job's run is written, ready from the fire time
    * (0: at the fire time). A herd's runs are then in the ledger before its instant, and only
-   * leases and completions are left at it (docs/benchmarks.md). A store without
-   * `dispatchesAhead` fires at the fire time whatever this says (both stores have it).
+   * leases and completions are left at it (docs/benchmarks.md; `Store.writeRunsAhead`).
    * 10 s: writing a 50,000-timer herd takes the embedded store 2–4 s and PostgreSQL ~9 s on
    * 2 cores while workers lease it, and at 5 s a worker leasing 3 s ahead met a herd still being
    * written (bench:peers W4 bimodal, lag p99 0.6 or 3–6 s; at 10 s 0.45–0.8 s in every round).
@@ -364,3 +363,17 @@ export const cliServeShutdownDeadlineMs = 10_000;
 export const cliApplyUpsertConcurrencyCount = 8;
 /** `tickler apply`: the next occurrences shown for each active cron job it changes. */
 export const cliApplyPreviewCount = 3;
+// The scheduler's firing pass (src/scheduler/: timer-loader.ts, wheel-driver.ts, scheduler.ts) ----
+
+/** How soon a timer held back by a late shard-lease renewal is tried again. */
+export const heldBackRetryDelayMs = 100;
+/**
+ * Under the virtual clock, timers due within this long of the earliest fire together at the
+ * last of them. Below the shortest cron period (1 s), so a late fire never makes the next
+ * occurrence look missed.
+ */
+export const virtualBatchWindowMs = 500;
+/** How soon after a failed dispatch or a lost near-timer announcement the loader rereads the whole window. */
+export const reloadSoonDelayMs = 1_000;
+/** Dispatches per second a scheduler node is sized for, unless told (`catch_up: all` backlogs get a share of it). */
+export const dispatchCapacityPerSecondDefault = 5_000;

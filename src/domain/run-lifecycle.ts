@@ -45,10 +45,10 @@
  *    within `aheadMs` are leased too, in a second pass after the ready ones (`leasePasses`); the
  *    lease runs from the ready time (`leaseExpiresAtMsOf`) and its event carries `readyAt`.
  *    Same files and functions as 1.
- * 3. A lease served inside a dispatch's transaction (`Store.setDispatchLeaser`): a dispatch
+ * 3. A lease served inside a firing's transaction (`Store.setParkedWaiters`): a firing
  *    that makes runs ready leases them to the long-poll waiters parked for their pools before
- *    it commits. SQLite: sqlite-store.ts `leaseToWaiters` calls `RunLease.lease` in the group
- *    transaction; PostgreSQL: dispatch.ts `leaseToWaiters` calls run-lease.ts `leaseRunsWithin`.
+ *    it commits. SQLite: sqlite-store.ts `leaseToParkedWaiters` calls `RunLease.lease` in the group
+ *    transaction; PostgreSQL: dispatch.ts `leaseToParkedWaiters` calls run-lease.ts `leaseRunsWithin`.
  * 4. A shared lease for several parked requests (PostgreSQL only, `leaseRunsShared`): leases of
  *    one pool arriving while one is in flight on a node go together as one statement
  *    (lease-sharing.ts queues them), the runs shared out in claim order, each written with its

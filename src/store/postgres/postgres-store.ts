@@ -18,13 +18,14 @@ import { FatalError } from '../../fatal-error.js';
 import { silentLogger, type Logger } from '../../obs/log.js';
 import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
 import type {
-  CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchLeaser, DispatchResult, ExpiredLease,
-  HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun, LoadTimersQuery,
-  LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, AnnouncedSilence, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite,
+  ClaimParkedWaiter, CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchResult, ExpiredLease,
+  FinishAheadItem, FinishAheadResult, HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun,
+  LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, AnnouncedSilence, SilentJob, SilentJobsCursor,
+  Store, TeamScope, TimerWrite, WriteAheadItem, WriteAheadResult,
 } from '../store.js';
 import { createPool, mapStoreError, poolSizeDefault, queryPool, withClient, type CommitHooks } from './connection.js';
 import { query, type StoreContext } from './context.js';
-import { dispatch } from './dispatch.js';
+import { dispatch, finishAhead, writeRunsAhead } from './dispatch.js';
 import { GroupCommitter } from './group-commit.js';
 import { LeaseSharing } from './lease-sharing.js';
 import { createJobs, type CreateItem } from './job-create.js';
@@ -79,13 +80,11 @@ function isInputError(error: unknown): boolean {
 
 export class PostgresStore implements Store {
   readonly kind = 'postgres' as const;
-  /** A one-shot herd's runs are written ahead of their instant (dispatch.ts, stages). */
-  readonly dispatchesAhead = true;
   private readonly creates: GroupCommitter<CreateItem, CreateJobOutcome>;
   private readonly completions: GroupCommitter<CompleteRequest, CompleteOutcome>;
   private readonly leases: LeaseSharing;
   private closed = false;
-  private dispatchLeaser: DispatchLeaser | null = null;
+  private claimParkedWaiter: ClaimParkedWaiter | null = null;
 
   constructor(private readonly context: StoreContext, private readonly notifier: Notifier, readonly schema: string,
     /** The database's URL, for the membership's own connection (openMembership). */
@@ -179,11 +178,19 @@ export class PostgresStore implements Store {
   }
 
   dispatch(items: readonly DispatchItem[], nowMs: number): Promise<DispatchResult[]> {
-    return dispatch(this.context, items, nowMs, this.dispatchLeaser);
+    return dispatch(this.context, items, nowMs, this.claimParkedWaiter);
   }
 
-  setDispatchLeaser(leaser: DispatchLeaser | null): void {
-    this.dispatchLeaser = leaser;
+  writeRunsAhead(items: readonly WriteAheadItem[], nowMs: number): Promise<WriteAheadResult[]> {
+    return writeRunsAhead(this.context, items, nowMs, this.claimParkedWaiter);
+  }
+
+  finishAhead(items: readonly FinishAheadItem[], nowMs: number): Promise<FinishAheadResult[]> {
+    return finishAhead(this.context, items, nowMs, this.claimParkedWaiter);
+  }
+
+  setParkedWaiters(claimWaiter: ClaimParkedWaiter | null): void {
+    this.claimParkedWaiter = claimWaiter;
   }
 
   findJobsWithoutTimer(limit: number): Promise<JobRecord[]> {

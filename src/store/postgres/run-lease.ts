@@ -154,7 +154,7 @@ async function leaseInPasses(request: LeaseRunsRequest, passes: readonly LeasePa
 
 /**
  * The same lease inside a transaction of the caller's: a dispatch serving parked waiters
- * (`Store.setDispatchLeaser`). The runs it inserted are its own to lock.
+ * (`Store.setParkedWaiters`). The runs it inserted are its own to lock.
  */
 export async function leaseRunsWithin(tx: Transaction, request: LeaseRunsRequest, leaseNodeId: string | null):
   Promise<LeasedRun[]> {

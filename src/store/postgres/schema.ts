@@ -198,9 +198,9 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
     ],
   },
   {
-    // A one-shot herd's runs are written ahead of their instant (dispatch.ts, stage `ahead`)
+    // A one-shot herd's runs are written ahead of their instant (`Store.writeRunsAhead`)
     // while the job's timer stays pending: the job names that run until the timer is consumed
-    // (stage `finish`) or replaced, so a cancel or change in between finds the run to take back
+    // (`Store.finishAhead`) or replaced, so a cancel or change in between finds the run to take back
     // or move by its key. NULL for every other job; no index reads it, so the dispatch's update
     // of the job stays HOT. Adding a nullable column without a default rewrites nothing.
     version: 7,

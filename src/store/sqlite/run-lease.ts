@@ -1,7 +1,7 @@
 /**
  * The lease (DESIGN.md flow 6; run-lifecycle.ts decides what may be leased and how): a
  * worker's, one ahead of its ready time, or one served inside a dispatch's transaction
- * (sqlite-store.ts `leaseToWaiters`), all through `RunLease.lease`. Lane by lane, in ready
+ * (sqlite-store.ts `leaseToParkedWaiters`), all through `RunLease.lease`. Lane by lane, in ready
  * order; each run leased takes the next token and appends its `leased` event (invariant 6).
  */
 import assert from 'node:assert/strict';

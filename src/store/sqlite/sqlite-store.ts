@@ -19,12 +19,13 @@ import { groupCommitMax, timingDefaults } from '../../limits.js';
 import type { Logger } from '../../obs/log.js';
 import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
 import type {
-  CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchLeaser,
-  DispatchResult, ExpiredLease, HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun,
-  LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ServedClaim, ShardLease, AnnouncedSilence, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite,
+  ClaimParkedWaiter, CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem,
+  DispatchResult, ExpiredLease, FinishAheadItem, FinishAheadResult, HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter,
+  LeaseRunsRequest, LeasedRun, LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ServedWaiter, ShardLease,
+  AnnouncedSilence, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite, WriteAheadItem, WriteAheadResult,
 } from '../store.js';
 import { leaseCameBackShort } from '../store.js';
-import { Dispatcher } from './dispatch.js';
+import { Dispatcher, type Fired } from './dispatch.js';
 import { GroupCommitQueue, type OperationOutcome, type QueuedOperation } from './group-commit.js';
 import { WalSync } from './wal-sync.js';
 import type { ClusterMembership, MembershipOptions } from '../membership.js';
@@ -131,7 +132,6 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
 
 export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
-  readonly dispatchesAhead = true;
   private readonly notifier: Notifier;
   private readonly jobWrites: JobWrites;
   private readonly dispatcher: Dispatcher;
@@ -148,7 +148,7 @@ export class SqliteStore implements Store {
   private readonly probeWrite: () => void;
   private readonly logger: Logger | undefined;
   private closed = false;
-  private dispatchLeaser: DispatchLeaser | null = null;
+  private claimParkedWaiter: ClaimParkedWaiter | null = null;
   private readonly scanStepJobs: number;
   /** The cluster's members: the nodes of this process (openMembership). */
   private readonly members = new LocalMembers();
@@ -336,11 +336,29 @@ export class SqliteStore implements Store {
    * of the fire pass, and under load those waits were the fire lag.
    */
   async dispatch(items: readonly DispatchItem[], nowMs: number): Promise<DispatchResult[]> {
-    if (items.length === 0) return [];
-    const served: ServedClaim[] = [];
+    return this.fire(items, () => this.dispatcher.dispatch(items, nowMs), nowMs);
+  }
+
+  /** As `dispatch`, answered after the commit, not the sync. */
+  async writeRunsAhead(items: readonly WriteAheadItem[], nowMs: number): Promise<WriteAheadResult[]> {
+    return this.fire(items, () => this.dispatcher.writeRunsAhead(items, nowMs), nowMs);
+  }
+
+  /** As `dispatch`, answered after the commit, not the sync. */
+  async finishAhead(items: readonly FinishAheadItem[], nowMs: number): Promise<FinishAheadResult[]> {
+    return this.fire(items, () => this.dispatcher.finishAhead(items, nowMs), nowMs);
+  }
+
+  /**
+   * One firing operation through the group commit (calls of one turn share its transaction),
+   * serving parked waiters in it and answering after the commit, not the sync.
+   */
+  private fire<Result>(items: readonly unknown[], apply: () => Fired<Result>, nowMs: number): Promise<Result[]> {
+    if (items.length === 0) return Promise.resolve([]);
+    const served: ServedWaiter[] = [];
     return this.write(items.length, () => {
-      const done = this.dispatcher.dispatch(items, nowMs);
-      this.leaseToWaiters(done.effects.readyPools, nowMs, served);
+      const done = apply();
+      this.leaseToParkedWaiters(done.effects.readyPools, nowMs, served);
       return done;
     }, (done) => {
       for (const { claim, runs } of served) claim.settle(runs);
@@ -352,23 +370,23 @@ export class SqliteStore implements Store {
     });
   }
 
-  setDispatchLeaser(leaser: DispatchLeaser | null): void {
-    this.dispatchLeaser = leaser;
+  setParkedWaiters(claimWaiter: ClaimParkedWaiter | null): void {
+    this.claimParkedWaiter = claimWaiter;
   }
 
   /**
-   * Inside a dispatch's transaction: leases the runs it made ready to the waiters parked for
+   * Inside a firing's transaction: leases the runs it made ready to the waiters parked for
    * their pools, in the waiters' order, until one is answered short (its pool is empty for
    * its team). It saves each waiter a lease transaction of its own after the dispatch, and
    * the wake-up and read before it: at 2,000 timers a second those were a third of the
    * server's transactions. Waiters it does not serve are woken by onRunsReady as before.
    */
-  private leaseToWaiters(readyPools: readonly string[], nowMs: number, served: ServedClaim[]): void {
-    if (this.dispatchLeaser === null) return;
+  private leaseToParkedWaiters(readyPools: readonly string[], nowMs: number, served: ServedWaiter[]): void {
+    if (this.claimParkedWaiter === null) return;
     for (const pool of new Set(readyPools)) {
-      for (let claim = this.dispatchLeaser(pool, nowMs); claim !== null; claim = this.dispatchLeaser(pool, nowMs)) {
+      for (let claim = this.claimParkedWaiter(pool, nowMs); claim !== null; claim = this.claimParkedWaiter(pool, nowMs)) {
         // Pushed before leasing, so that a failure settles this claim too.
-        const entry: ServedClaim = { claim, runs: [] };
+        const entry: ServedWaiter = { claim, runs: [] };
         served.push(entry);
         entry.runs = this.runTransitions.lease(claim.request);
         if (leaseCameBackShort(claim.request, entry.runs)) break;
