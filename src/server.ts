@@ -24,7 +24,7 @@ import { openSqliteStore } from './store/sqlite/index.js';
 import { PostgresStore, openPostgresStore } from './store/postgres/index.js';
 import { openPostgresMembership } from './store/postgres/membership.js';
 import { pauseBeforeDispatchOnSignal } from './store/postgres/pause-before-dispatch.js';
-import type { Store } from './store/store.js';
+import type { Store, TeamLimitsEntry } from './store/store.js';
 import { observeRunDeadlines } from './store/observe-run-deadlines.js';
 
 export type Role = 'api' | 'scheduler';
@@ -51,6 +51,8 @@ export interface ServeOptions {
   alertWebhook?: { url: string; secret: string } | null;
   /** The HTTP server's timeouts and connection cap (default `httpLimitsDefaults`). */
   http?: HttpLimits;
+  /** `--limits FILE`: team limits stored at start. */
+  teamLimits?: readonly TeamLimitsEntry[];
 }
 
 export interface RunningServer {
@@ -132,6 +134,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       dispatchAtCreate: options.dispatchAtCreate !== false,
       silenceRequiredLabel: options.silenceRequiredLabel ?? null,
       ...(options.http === undefined ? {} : { http: options.http }),
+      ...(options.teamLimits === undefined ? {} : { teamLimits: options.teamLimits }),
     },
     readiness: async () => {
       await store.ping();

@@ -21,6 +21,7 @@ import type {
   CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchLeaser, DispatchResult, ExpiredLease,
   HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun, LoadTimersQuery,
   LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, AnnouncedSilence, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite,
+  CreateQuota, QuotaCreateOutcome, TeamLimitsEntry,
 } from '../store.js';
 import { createPool, mapStoreError, poolSizeDefault, queryPool, withClient, type CommitHooks } from './connection.js';
 import { query, type StoreContext } from './context.js';
@@ -28,6 +29,7 @@ import { dispatch } from './dispatch.js';
 import { GroupCommitter } from './group-commit.js';
 import { LeaseSharing } from './lease-sharing.js';
 import { createJobs, type CreateItem } from './job-create.js';
+import { createJobsWithinQuota, deleteTeamLimits, listTeamLimits, putTeamLimits } from './team-limits.js';
 import { cancelJob, cancelJobs, cancelJobsByKeyPrefix, changeJob, getJob, listJobs, triggerJob } from './jobs.js';
 import { getRun, listRuns, replayRun } from './history.js';
 import { Notifier } from './notifier.js';
@@ -121,6 +123,24 @@ export class PostgresStore implements Store {
 
   createJobs(items: CreateJobInput[], nowMs: number): Promise<CreateJobOutcome[]> {
     return this.creates.submit(items.map((input) => ({ input, nowMs })));
+  }
+
+  // Team limits and create quotas (team-limits.ts) ------------------------------------------
+
+  listTeamLimits(): Promise<TeamLimitsEntry[]> {
+    return listTeamLimits(this.context);
+  }
+
+  putTeamLimits(entries: readonly TeamLimitsEntry[], nowMs: number): Promise<void> {
+    return putTeamLimits(this.context, entries, nowMs);
+  }
+
+  deleteTeamLimits(team: string): Promise<boolean> {
+    return deleteTeamLimits(this.context, team);
+  }
+
+  createJobsWithinQuota(items: CreateJobInput[], nowMs: number, quota: CreateQuota): Promise<QuotaCreateOutcome> {
+    return createJobsWithinQuota(this.context, items.map((input) => ({ input, nowMs })), nowMs, quota);
   }
 
   getJob(team: TeamScope, jobId: string): Promise<JobRecord | null> {
