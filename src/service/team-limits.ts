@@ -148,16 +148,24 @@ export class TeamLimits {
 
   constructor(private readonly deps: { store: Store; clock: Clock; logger?: Logger }) {}
 
-  /** Reads the stored entries; then every `refreshIntervalMs` (real time, unref'd) until `close`. */
+  /**
+   * Reads the stored entries, then again every `refreshIntervalMs` (real time, unref'd) until
+   * `close`. A node whose store does not answer at start still starts (it answers 503 to what
+   * needs the store) and takes the limits in force at the first read that succeeds.
+   */
   async start(refreshIntervalMs = teamLimitsRefreshIntervalMs): Promise<void> {
-    await this.refresh();
+    await this.refreshOrWarn();
     if (this.refreshTimer !== null) return;
-    this.refreshTimer = setInterval(() => {
-      this.refresh().catch((error: unknown) => {
-        this.deps.logger?.warn({ err: error }, 'reading the team limits failed; the ones read before stay in force');
-      });
-    }, refreshIntervalMs);
+    this.refreshTimer = setInterval(() => void this.refreshOrWarn(), refreshIntervalMs);
     this.refreshTimer.unref();
+  }
+
+  private async refreshOrWarn(): Promise<void> {
+    try {
+      await this.refresh();
+    } catch (error) {
+      this.deps.logger?.warn({ err: error }, 'reading the team limits failed; the ones read before stay in force');
+    }
   }
 
   close(): void {
