@@ -153,6 +153,24 @@ export class TimingWheel<T> {
   }
 
   /**
+   * How many entries held are due by `limitMs` and pass `counted` (all, without it): read only,
+   * walking the slots up to `limitMs` (the entries of the next seconds, not the whole wheel).
+   */
+  countDueBy(limitMs: number, counted: (item: T) => boolean = () => true): number {
+    let count = 0;
+    const take = (bucket: Map<string, WheelEntry<T>>): void => {
+      for (const entry of bucket.values()) if (entry.fireAtMs <= limitMs && counted(entry.item)) count++;
+    };
+    take(this.due);
+    this.forEachSlotFrom((slot) => {
+      take(slot);
+      return 'next';
+    }, () => limitMs);
+    take(this.overflow);
+    return count;
+  }
+
+  /**
    * Visits each level's slots in time order from the current position, stopping a level at
    * the first slot that begins after `untilMs()`, or when `visit` says the level is done.
    */

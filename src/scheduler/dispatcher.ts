@@ -30,6 +30,8 @@ interface BatchCounts {
   timersGone: number;
   duplicates: number;
   byStatus: Map<string, number>;
+  /** Runs written ready, by team (chargeback). */
+  readyByTeam: Map<string, number>;
   lagByLane: Map<string, { observe(value: number): void }>;
 }
 
@@ -89,7 +91,7 @@ export class Dispatcher {
     if (items.length === 0) return;
     const results = await store.dispatch(items, nowMs);
     const counts: BatchCounts = { committedAtMs: clock.nowMs(), staleTokens: 0, timersGone: 0, duplicates: 0,
-      byStatus: new Map(), lagByLane: new Map() };
+      byStatus: new Map(), readyByTeam: new Map(), lagByLane: new Map() };
     results.forEach((result, index) => {
       this.account(result, items[index]!, timers[index]!, counts, outcome.nextTimers);
     });
@@ -98,6 +100,7 @@ export class Dispatcher {
     if (counts.timersGone > 0) metrics.timersGoneTotal.inc(counts.timersGone);
     if (counts.duplicates > 0) metrics.dispatchDuplicatesTotal.inc(counts.duplicates);
     for (const [status, count] of counts.byStatus) metrics.dispatchesTotal.inc({ status }, count);
+    for (const [team, count] of counts.readyByTeam) metrics.runsDispatchedTotal.inc({ team: metrics.teamLabel(team) }, count);
   }
 
   /** The dispatch item for one timer, or null when its job's schedule no longer compiles. */
@@ -152,6 +155,10 @@ export class Dispatcher {
       }
       inserted = true;
       counts.byStatus.set(run.status, (counts.byStatus.get(run.status) ?? 0) + 1);
+      if (run.status === 'ready') {
+        const team = timer.team ?? 'unknown';
+        counts.readyByTeam.set(team, (counts.readyByTeam.get(team) ?? 0) + 1);
+      }
     }
     if (inserted) {
       let lag = counts.lagByLane.get(timer.spec.lane);
@@ -173,6 +180,7 @@ export class Dispatcher {
         scheduledAtMs: item.nextTimer.scheduledAtMs,
         jobVersion: timer.jobVersion,
         spec: timer.spec,
+        ...(timer.team === undefined ? {} : { team: timer.team }),
       });
     }
   }

@@ -123,6 +123,16 @@ export class Scheduler {
       this.scheduleReloadSoon();
     });
     await this.leases.start();
+    // Read at each scrape: the timers of this node's wheel that fire before now + the window,
+    // by their own fire time. A herd's are wheeled early, and once its runs are written ahead
+    // they wait to be finished until after their fire time (`finishAheadDelayMs`): still due
+    // then, as their runs become ready at it; the slots are walked that much further.
+    this.options.metrics.setDueSource((windowMs) => {
+      const nowMs = this.options.clock.nowMs();
+      const limitMs = nowMs + windowMs;
+      return this.wheel.countDueBy(limitMs + this.options.timing.finishAheadDelayMs,
+        (timer) => timer.fireAtMs < limitMs && (timer.dispatchedAhead !== true || timer.fireAtMs >= nowMs));
+    });
     this.armRefresh();
     this.reconciler.start();
     void this.sweeper.start();
@@ -137,6 +147,7 @@ export class Scheduler {
     this.refreshTimer?.cancel();
     this.reconciler.stop();
     this.sweeper.stop();
+    this.options.metrics.setDueSource(null);
     await this.firing;
     await this.leases.stop();
     this.wheel.clear();

@@ -107,6 +107,8 @@ export interface LoadedTimer {
   /** The job's version when the timer was read; dispatch re-checks state, not version. */
   jobVersion: number;
   spec: JobSpec;
+  /** The job's team, for the per-team dispatch counter (`tickler_runs_dispatched_total`); absent where a caller built the timer without it. */
+  team?: string;
   /**
    * The timer's run was written ahead of its fire time (`DispatchItem.stage` `ahead`): firing
    * it only finishes the job. Absent (or false) for every other timer.

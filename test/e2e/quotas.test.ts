@@ -85,15 +85,28 @@ void describe('one team over its quota, another team beside it (SQLite)', { time
     assert.equal(last.status, 429);
     assert.match(last.json.error.message, /pending_max limit \(50 /);
 
+    // 55 s on, team B's 40 jobs and team A's first ones are due within the next 10 s: the herd is seen before it lands.
+    const metricsText = () => fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${keys.admin}` } }).then((answer) => answer.text());
+    await call(server.url, keys.admin, 'POST', '/v1/clock/advance', { seconds: 50 });
+    assert.match(await metricsText(), new RegExp(`^tickler_due_per_second ${(40 + createdA) / 10}$`, 'm'));
+
     // Team B's jobs fire at their time and its worker leases every one.
-    await call(server.url, keys.admin, 'POST', '/v1/clock/advance', { seconds: 60 });
+    await call(server.url, keys.admin, 'POST', '/v1/clock/advance', { seconds: 10 });
     const leased = await eventually(async () => {
       const lease = await call(server.url, keys['team-b'], 'POST', '/v1/workers/lease', { pool: 'b', max: 100, wait_s: 0 });
       return lease.json.runs.length === 40 ? lease.json.runs : undefined;
     }, 'team B\'s 40 runs', 30_000);
     assert.equal(leased.length, 40);
+    const failed = await call(server.url, keys['team-b'], 'POST', `/v1/runs/${leased[0].run_id}/complete`,
+      { fencing_token: leased[0].fencing_token, status: 'failed', error: 'downstream down' });
+    assert.equal(failed.status, 200);
 
-    const metrics = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${keys.admin}` } }).then((answer) => answer.text());
+    const metrics = await metricsText();
+    assert.match(metrics, /^tickler_due_per_second 0$/m);
+    assert.match(metrics, /^tickler_runs_dispatched_total\{team="team-b"\} 40$/m);
+    assert.match(metrics, new RegExp(`^tickler_runs_dispatched_total\\{team="team-a"\\} ${createdA}$`, 'm'));
+    assert.match(metrics, /^tickler_runs_failed_total\{team="team-b"\} 1$/m);
+    assert.match(metrics, /^tickler_runs_attempts_gt_1_total\{team="team-b"\} 1$/m);
     assert.match(metrics, /tickler_rate_limited_total\{team="team-a",limit="create_per_s"\} [1-9]/);
     assert.match(metrics, /tickler_rate_limited_total\{team="team-a",limit="pending_max"\} [1-9]/);
     assert.doesNotMatch(metrics, /tickler_rate_limited_total\{team="team-b"/);
