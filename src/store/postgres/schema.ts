@@ -256,7 +256,9 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
     // have made every one-shot's dispatch write a new entry into every index of jobs). The
     // generated column rewrites jobs once, under the migration's lock. Queue rows: the ready
     // ones by team; a lease's update leaves the predicate and writes no entry (no queue row
-    // update is HOT anyway, version 10), a dispatch writes one more.
+    // update is HOT anyway, version 10), a dispatch writes one more. Its predicate names
+    // `team <> ''`, which only the pending count states: a statement that reads ready rows by
+    // other keys (the held runs' pass) cannot take it instead of its own index.
     version: 12,
     statements: [
       `CREATE TABLE team_limits (
@@ -278,7 +280,7 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
       `ALTER TABLE jobs ADD COLUMN quota_pending_team text
          GENERATED ALWAYS AS (CASE WHEN quota_counted AND state = 'active' THEN team END) STORED`,
       'CREATE INDEX jobs_quota_pending ON jobs (quota_pending_team) WHERE quota_pending_team IS NOT NULL',
-      `CREATE INDEX active_runs_team_ready ON active_runs (team) WHERE status = 'ready'`,
+      `CREATE INDEX active_runs_team_ready ON active_runs (team) WHERE status = 'ready' AND team <> ''`,
     ],
   },
 ];

@@ -134,7 +134,7 @@ async function writeBucket(tx: Transaction, team: string, bucket: BucketState | 
 async function countPending(tx: Transaction, team: string, limit: number): Promise<number> {
   const result = await tx.query<{ pending: string }>(`SELECT
       (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE quota_pending_team = $1 LIMIT $2) counted_jobs)
-    + (SELECT count(*) FROM (SELECT 1 FROM active_runs WHERE team = $1 AND status = 'ready' LIMIT $2) ready_runs) AS pending`,
+    + (SELECT count(*) FROM (SELECT 1 FROM active_runs WHERE team = $1 AND status = 'ready' AND team <> '' LIMIT $2) ready_runs) AS pending`,
   [team, limit]);
   return Number(result.rows[0]!.pending);
 }

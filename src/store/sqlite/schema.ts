@@ -324,7 +324,8 @@ const migrations: readonly string[] = [
   -- take from (team-limits.ts): its tokens for create_per_s, and its pending count, kept
   -- between two counts. The count reads two partial indexes: the active jobs a limited team's
   -- creates marked (quota_counted; NULL on every other job, which then costs no entry), and
-  -- every team's ready runs (an entry from dispatch until lease).
+  -- every team's ready runs (an entry from dispatch until lease; its predicate names team <> '',
+  -- which only the pending count states, so no other read of ready runs takes it instead).
   CREATE TABLE team_limits (
     team TEXT PRIMARY KEY,
     create_per_s REAL,
@@ -342,7 +343,7 @@ const migrations: readonly string[] = [
   );
   ALTER TABLE jobs ADD COLUMN quota_counted INTEGER;
   CREATE INDEX jobs_quota_pending ON jobs (team) WHERE quota_counted = 1 AND state = 'active';
-  CREATE INDEX runs_team_ready ON runs (team) WHERE status = 'ready';
+  CREATE INDEX runs_team_ready ON runs (team) WHERE status = 'ready' AND team <> '';
   `,
 ];
 

@@ -64,7 +64,7 @@ export class TeamLimitsTable {
         pending_at_ms = excluded.pending_at_ms`);
     this.countPending = db.prepare<[string, number, string, number], number>(`
       SELECT (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE team = ? AND quota_counted = 1 AND state = 'active' LIMIT ?))
-           + (SELECT count(*) FROM (SELECT 1 FROM runs WHERE team = ? AND status = 'ready' LIMIT ?))`).pluck();
+           + (SELECT count(*) FROM (SELECT 1 FROM runs WHERE team = ? AND status = 'ready' AND team <> '' LIMIT ?))`).pluck();
   }
 
   list(): TeamLimitsEntry[] {
