@@ -6,15 +6,13 @@
 // team A's creates through both take from one bucket, so the cluster lets in a second's worth,
 // not a second's worth per node.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import pg from 'pg';
 import { withDefaultUser } from '../../src/store/postgres/connection.js';
-import { postgresSkipReason, testPgUrl } from '../store/postgres-harness.js';
-import { cliPath, eventually, repoRoot, startServerProcess, tempDataDir, type ServerProcess } from './server-process.js';
+import { adminQuery, postgresSkipReason, testPgUrl } from '../store/postgres-harness.js';
+import { eventually, startServerProcess, tempDataDir, type ServerProcess } from './server-process.js';
 
 const keys = { 'team-a': 'key-a', 'team-b': 'key-b', admin: 'key-admin' };
 const startAt = '2026-11-29T02:00:00.000Z';
@@ -116,45 +114,10 @@ void describe('one team over its quota, another team beside it (SQLite)', { time
 
 const pgSkip = await postgresSkipReason();
 
-interface Node {
-  url: string;
-  child: ChildProcess;
-  exited: Promise<void>;
-}
-
-async function startNode(name: string, storeUrl: string, dir: string): Promise<Node> {
-  const child = spawn(process.execPath, ['--import', 'tsx', cliPath, 'serve', '--store', storeUrl, '--roles', 'api',
-    '--node-id', name, '--port', '0', '--virtual-clock', '--start-at', startAt,
-    '--api-keys', join(dir, 'keys.json'), '--limits', join(dir, 'limits.json')], {
-    cwd: repoRoot, env: { ...process.env, TICKLER_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-  child.stderr!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  let gone = false;
-  void exited.then(() => { gone = true; });
-  const url = await eventually(async () => {
-    if (gone) throw new Error(`${name} exited before it listened:\n${output}`);
-    return /tickler listening on (\S+) \(roles api/.exec(output)?.[1];
-  }, `${name} to listen`, 60_000);
-  return { url, child, exited };
-}
-
-async function adminQuery(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
 void describe('one team\'s bucket shared by two servers on PostgreSQL', { skip: pgSkip ?? false, timeout: 300_000 }, () => {
   const data = tempDataDir();
   const database = `tickler_quota_${randomBytes(5).toString('hex')}`;
-  const nodes: Node[] = [];
+  const nodes: ServerProcess[] = [];
   before(async () => {
     writeFileSync(join(data.dir, 'keys.json'), JSON.stringify(keys));
     writeFileSync(join(data.dir, 'limits.json'), JSON.stringify({ 'team-a': { create_per_s: 10 } }));
@@ -162,12 +125,16 @@ void describe('one team\'s bucket shared by two servers on PostgreSQL', { skip: 
     const url = new URL(withDefaultUser(testPgUrl));
     url.pathname = `/${database}`;
     // The first migrates alone; the second finds the schema done.
-    nodes.push(await startNode('api-1', url.toString(), data.dir));
-    nodes.push(await startNode('api-2', url.toString(), data.dir));
+    for (const name of ['api-1', 'api-2']) {
+      nodes.push(await startServerProcess({
+        dataDir: data.dir,
+        args: ['--store', url.toString(), '--roles', 'api', '--node-id', name, '--virtual-clock', '--start-at', startAt,
+          '--api-keys', join(data.dir, 'keys.json'), '--limits', join(data.dir, 'limits.json')],
+      }));
+    }
   });
   after(async () => {
-    for (const node of nodes) node.child.kill('SIGTERM');
-    await Promise.all(nodes.map((node) => node.exited));
+    for (const node of nodes) assert.equal(await node.stop(), 0);
     await adminQuery(`DROP DATABASE IF EXISTS "${database}"`);
     data.remove();
   });

@@ -100,6 +100,17 @@ export function runQuotaConformance(open: OpenStore): void {
         assert.equal((await store.createJobsWithinQuota(inputs(1, later), later, limited)).kind, 'refused');
       }));
 
+    void it('a bucket never taken from is full when create_per_s comes, though pending_max refused the team before', () =>
+      withStore(open, async (store) => {
+        await createJob(store, { team });
+        await store.putTeamLimits([{ team, createPerS: null, pendingMax: 1, dispatchPerS: null, weight: 1 }], t0Ms);
+        assert.equal((await store.createJobsWithinQuota(inputs(1, t0Ms), t0Ms, quota({ pendingMax: 1 }))).kind, 'refused');
+        const both = quota({ pendingMax: 10, createPerS: 3 });
+        const later = t0Ms + pendingRecountIntervalMs;
+        assert.equal((await store.createJobsWithinQuota(inputs(3, later), later, both)).kind, 'created');
+        assert.equal((await store.createJobsWithinQuota(inputs(1, later), later, both)).kind, 'refused');
+      }));
+
     void it('limits set on a team count the active jobs it created before them', () => withStore(open, async (store) => {
       await createJob(store, { team });
       await createJob(store, { team });

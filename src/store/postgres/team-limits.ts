@@ -12,11 +12,12 @@
  * team's ready queue rows. Each is read up to `pending_max` entries, and at most once per
  * `pendingRecountIntervalMs` per team; creates in between add to the count kept in the row.
  */
-import { takeTokens, type BucketState } from '../../domain/token-bucket.js';
 import {
-  defaultLimitsEntry, pendingRecountIntervalMs, type CreateJobOutcome, type CreateQuota, type QuotaCreateOutcome,
-  type TeamLimitsEntry,
+  defaultLimitsEntry, type CreateJobOutcome, type CreateQuota, type QuotaCreateOutcome, type TeamLimitsEntry,
 } from '../store.js';
+import {
+  admitPending, bucketRowAfter, fullBucketTokens, pendingCountDue, takeCreateTokens, type QuotaBucketRow,
+} from '../create-quota.js';
 import type { Transaction } from './connection.js';
 import { query, transaction, type StoreContext } from './context.js';
 import { createJobsWithin, type CreateItem } from './job-create.js';
@@ -75,59 +76,53 @@ export async function deleteTeamLimits(context: StoreContext, team: string): Pro
 }
 
 /**
- * The quota's check, the creates (`createJobsWithin`, as a keyed group commit writes them) and
- * the bucket row, in one transaction. A refusal commits only the bucket row's new pending
- * count, so a client knocking at the limit does not count again on every request.
+ * The quota's check (create-quota.ts), the creates (`createJobsWithin`, as a keyed group commit
+ * writes them) and the bucket row, in one transaction. A refusal for `pending_max` commits only
+ * the row's new pending count, so a client knocking at the limit does not count again on every
+ * request; one for `create_per_s` writes nothing.
  */
 export function createJobsWithinQuota(context: StoreContext, items: readonly CreateItem[], nowMs: number,
   quota: CreateQuota): Promise<QuotaCreateOutcome> {
   return transaction(context, 'createJobsWithinQuota', async (tx) => {
     const row = await lockBucket(tx, quota.team, nowMs);
-    let bucket: BucketState | null = row === null ? null : { tokens: row.tokens, atMs: Number(row.at_ms) };
-    if (quota.createPerS !== null) {
-      const take = takeTokens(bucket, quota.createPerS, items.length, nowMs);
-      if (!take.admitted) return { kind: 'refused', limit: 'create_per_s', retryAfterMs: take.retryAfterMs };
-      bucket = take.state;
-    }
-    let pending: number | null = null;
-    let pendingAtMs: number | null = null;
-    if (quota.pendingMax !== null) {
-      const counted = row === null || row.pending === null || row.pending_at_ms === null
-        ? null : { pending: Number(row.pending), atMs: Number(row.pending_at_ms) };
-      const fresh = counted !== null && nowMs >= counted.atMs && nowMs - counted.atMs < pendingRecountIntervalMs;
-      const countedAtMs = counted?.atMs ?? null;
-      pending = fresh ? counted.pending : await countPending(tx, quota.team, quota.pendingMax);
-      pendingAtMs = fresh ? countedAtMs : nowMs;
-      if (pending + items.length > quota.pendingMax) {
-        await writeBucket(tx, quota.team, row === null ? null : { tokens: row.tokens, atMs: Number(row.at_ms) }, nowMs, pending, pendingAtMs);
-        return { kind: 'refused', limit: 'pending_max', retryAfterMs: pendingRecountIntervalMs, pending };
-      }
-      pending += items.length;
+    const tokens = takeCreateTokens(row, quota, items.length, nowMs);
+    if ('refusal' in tokens) return tokens.refusal;
+    const counted = pendingCountDue(row, quota, nowMs) ? await countPending(tx, quota.team, quota.pendingMax!) : null;
+    const pending = admitPending(row, quota, items.length, nowMs, counted);
+    if (pending.refusal !== null) {
+      await writeBucket(tx, quota.team, bucketRowAfter(row, pending, nowMs));
+      return pending.refusal;
     }
     const outcomes = await createJobsWithin(tx, items, context.nearHorizonMs);
     if (quota.pendingMax !== null) await markCounted(tx, outcomes);
-    await writeBucket(tx, quota.team, bucket, nowMs, pending, pendingAtMs);
+    await writeBucket(tx, quota.team, bucketRowAfter(tokens.bucket, pending, nowMs));
     return { kind: 'created', outcomes };
   });
 }
 
-/** The team's bucket row, locked until the transaction ends; null when the team has none yet (it is inserted, empty). */
-async function lockBucket(tx: Transaction, team: string, nowMs: number): Promise<BucketRow | null> {
+/** The team's bucket row, locked until the transaction ends; null when the team had none (one is inserted, full). */
+async function lockBucket(tx: Transaction, team: string, nowMs: number): Promise<QuotaBucketRow | null> {
   const selectSql = 'SELECT tokens, at_ms, pending, pending_at_ms FROM team_buckets WHERE team = $1 FOR UPDATE';
   const found = await tx.query<BucketRow>(selectSql, [team]);
-  if (found.rows[0] !== undefined) return found.rows[0];
+  if (found.rows[0] !== undefined) return bucketRowOf(found.rows[0]);
   // Two nodes' first creates of a team: one inserts, the other waits for it and then locks its row.
-  const inserted = await tx.query(`INSERT INTO team_buckets (team, tokens, at_ms) VALUES ($1, 0, $2)
-    ON CONFLICT (team) DO NOTHING`, [team, nowMs]);
+  const inserted = await tx.query(`INSERT INTO team_buckets (team, tokens, at_ms) VALUES ($1, $2, $3)
+    ON CONFLICT (team) DO NOTHING`, [team, fullBucketTokens, nowMs]);
   if ((inserted.rowCount ?? 0) > 0) return null;
   const again = await tx.query<BucketRow>(selectSql, [team]);
-  return again.rows[0] ?? null;
+  return again.rows[0] === undefined ? null : bucketRowOf(again.rows[0]);
 }
 
-async function writeBucket(tx: Transaction, team: string, bucket: BucketState | null, nowMs: number,
-  pending: number | null, pendingAtMs: number | null): Promise<void> {
-  await tx.query(`UPDATE team_buckets SET tokens = $2, at_ms = $3, pending = $4, pending_at_ms = $5 WHERE team = $1`,
-    [team, bucket?.tokens ?? 0, bucket?.atMs ?? nowMs, pending, pendingAtMs]);
+function bucketRowOf(row: BucketRow): QuotaBucketRow {
+  return {
+    tokens: row.tokens, atMs: Number(row.at_ms),
+    pending: row.pending === null ? null : Number(row.pending), pendingAtMs: row.pending_at_ms === null ? null : Number(row.pending_at_ms),
+  };
+}
+
+async function writeBucket(tx: Transaction, team: string, row: QuotaBucketRow): Promise<void> {
+  await tx.query('UPDATE team_buckets SET tokens = $2, at_ms = $3, pending = $4, pending_at_ms = $5 WHERE team = $1',
+    [team, row.tokens, row.atMs, row.pending, row.pendingAtMs]);
 }
 
 /** The team's counted active jobs and ready runs, each read up to `limit` index entries. */

@@ -10,11 +10,10 @@
  * per `pendingRecountIntervalMs` per team; creates in between add to the count kept in the row.
  */
 import type Database from 'better-sqlite3';
-import { takeTokens, type BucketState } from '../../domain/token-bucket.js';
+import { defaultLimitsEntry, type CreateJobOutcome, type CreateQuota, type TeamLimitsEntry } from '../store.js';
 import {
-  defaultLimitsEntry, pendingRecountIntervalMs, type CreateJobOutcome, type CreateQuota, type QuotaCreateOutcome,
-  type TeamLimitsEntry,
-} from '../store.js';
+  admitPending, bucketRowAfter, pendingCountDue, takeCreateTokens, type QuotaBucketRow, type QuotaRefusal,
+} from '../create-quota.js';
 
 interface LimitsRow {
   team: string;
@@ -30,11 +29,6 @@ interface BucketRow {
   pending: number | null;
   pending_at_ms: number | null;
 }
-
-/** What a quota check decided, and the bucket row to write either way. */
-type QuotaDecision =
-  | { kind: 'admitted'; row: BucketRow }
-  | { kind: 'refused'; row: BucketRow; refusal: Extract<QuotaCreateOutcome, { kind: 'refused' }> };
 
 export class TeamLimitsTable {
   private readonly selectAll: Database.Statement<[], LimitsRow>;
@@ -87,47 +81,26 @@ export class TeamLimitsTable {
   }
 
   /**
-   * Inside the write transaction: decides whether `count` creates of the quota's team fit, and
-   * writes the bucket row as it then stands (a refusal keeps the pending count it made, so
-   * that a client knocking at the limit does not count again on every request).
+   * Inside the write transaction: decides whether `count` creates of the quota's team fit
+   * (create-quota.ts), and writes the bucket row as it then stands (a refusal keeps the pending
+   * count it made, so that a client knocking at the limit does not count again every request).
    */
-  admit(quota: CreateQuota, count: number, nowMs: number): Extract<QuotaCreateOutcome, { kind: 'refused' }> | null {
-    const decision = this.decide(quota, count, nowMs);
-    const { row } = decision;
-    this.writeBucket.run(quota.team, row.tokens, row.at_ms, row.pending, row.pending_at_ms);
-    return decision.kind === 'refused' ? decision.refusal : null;
+  admit(quota: CreateQuota, count: number, nowMs: number): QuotaRefusal | null {
+    const stored = this.selectBucket.get(quota.team);
+    const row: QuotaBucketRow | null = stored === undefined ? null
+      : { tokens: stored.tokens, atMs: stored.at_ms, pending: stored.pending, pendingAtMs: stored.pending_at_ms };
+    const tokens = takeCreateTokens(row, quota, count, nowMs);
+    if ('refusal' in tokens) return tokens.refusal;
+    const counted = pendingCountDue(row, quota, nowMs)
+      ? this.countPending.get(quota.team, quota.pendingMax!, quota.team, quota.pendingMax!)! : null;
+    const pending = admitPending(row, quota, count, nowMs, counted);
+    const written = bucketRowAfter(pending.refusal === null ? tokens.bucket : row, pending, nowMs);
+    this.writeBucket.run(quota.team, written.tokens, written.atMs, written.pending, written.pendingAtMs);
+    return pending.refusal;
   }
 
   /** Marks the jobs a limited create made as counted toward `pending_max` (schema v9, `jobs_quota_pending`). */
   markCounted(outcomes: readonly CreateJobOutcome[]): void {
     for (const outcome of outcomes) if (outcome.kind === 'created' && outcome.job.state === 'active') this.markJobCounted.run(outcome.job.jobId);
-  }
-
-  private decide(quota: CreateQuota, count: number, nowMs: number): QuotaDecision {
-    const stored = this.selectBucket.get(quota.team);
-    const row: BucketRow = stored ?? { tokens: 0, at_ms: nowMs, pending: null, pending_at_ms: null };
-    let bucket: BucketState | null = stored === undefined ? null : { tokens: stored.tokens, atMs: stored.at_ms };
-    if (quota.createPerS !== null) {
-      const take = takeTokens(bucket, quota.createPerS, count, nowMs);
-      if (!take.admitted) return { kind: 'refused', row, refusal: { kind: 'refused', limit: 'create_per_s', retryAfterMs: take.retryAfterMs } };
-      bucket = take.state;
-    }
-    if (quota.pendingMax !== null) {
-      const fresh = row.pending !== null && row.pending_at_ms !== null &&
-        nowMs >= row.pending_at_ms && nowMs - row.pending_at_ms < pendingRecountIntervalMs;
-      if (!fresh) {
-        row.pending = this.countPending.get(quota.team, quota.pendingMax, quota.team, quota.pendingMax)!;
-        row.pending_at_ms = nowMs;
-      }
-      if (row.pending! + count > quota.pendingMax) {
-        return { kind: 'refused', row, refusal: { kind: 'refused', limit: 'pending_max', retryAfterMs: pendingRecountIntervalMs, pending: row.pending! } };
-      }
-      row.pending = row.pending! + count;
-    }
-    if (bucket !== null) {
-      row.tokens = bucket.tokens;
-      row.at_ms = bucket.atMs;
-    }
-    return { kind: 'admitted', row };
   }
 }
