@@ -140,15 +140,9 @@ export class TimingWheel<T> {
    */
   lastDueBy(limitMs: number): number | null {
     let latest = -Infinity;
-    const take = (bucket: Map<string, WheelEntry<T>>): void => {
-      for (const entry of bucket.values()) if (entry.fireAtMs <= limitMs && entry.fireAtMs > latest) latest = entry.fireAtMs;
-    };
-    take(this.due);
-    this.forEachSlotFrom((slot) => {
-      take(slot);
-      return 'next';
-    }, () => limitMs);
-    take(this.overflow);
+    this.forEachDueBy(limitMs, (entry) => {
+      if (entry.fireAtMs > latest) latest = entry.fireAtMs;
+    });
     return latest === -Infinity ? null : latest;
   }
 
@@ -158,8 +152,16 @@ export class TimingWheel<T> {
    */
   countDueBy(limitMs: number, counted: (item: T) => boolean = () => true): number {
     let count = 0;
+    this.forEachDueBy(limitMs, (entry) => {
+      if (counted(entry.item)) count++;
+    });
+    return count;
+  }
+
+  /** Visits every entry with `fireAtMs <= limitMs`: the due ones, the slots up to the limit, the overflow. */
+  private forEachDueBy(limitMs: number, visit: (entry: WheelEntry<T>) => void): void {
     const take = (bucket: Map<string, WheelEntry<T>>): void => {
-      for (const entry of bucket.values()) if (entry.fireAtMs <= limitMs && counted(entry.item)) count++;
+      for (const entry of bucket.values()) if (entry.fireAtMs <= limitMs) visit(entry);
     };
     take(this.due);
     this.forEachSlotFrom((slot) => {
@@ -167,7 +169,6 @@ export class TimingWheel<T> {
       return 'next';
     }, () => limitMs);
     take(this.overflow);
-    return count;
   }
 
   /**
