@@ -15,7 +15,7 @@ import { createLogger, type Logger } from './obs/log.js';
 import { Metrics } from './obs/metrics.js';
 import { AlertWebhook } from './obs/alert-webhook.js';
 import { Scheduler } from './scheduler/scheduler.js';
-import type { Store } from './store/store.js';
+import type { Store, TeamLimitsEntry } from './store/store.js';
 import { observeRunDeadlines } from './store/observe-run-deadlines.js';
 import { openNodeStore } from './server/open-store.js';
 import { startPeriodicMaintenance } from './server/periodic-maintenance.js';
@@ -48,6 +48,8 @@ export interface ServeOptions {
   alertWebhook?: { url: string; secret: string } | null;
   /** The HTTP server's timeouts and connection cap (default `httpLimitsDefaults`). */
   http?: HttpLimits;
+  /** `--limits FILE`: team limits stored at start. */
+  teamLimits?: readonly TeamLimitsEntry[];
 }
 
 export interface RunningServer {
@@ -142,6 +144,7 @@ function buildNodeApp(options: ServeOptions, node: {
       dispatchAtCreate: options.dispatchAtCreate !== false,
       silenceRequiredLabel: options.silenceRequiredLabel ?? null,
       ...(options.http === undefined ? {} : { http: options.http }),
+      ...(options.teamLimits === undefined ? {} : { teamLimits: options.teamLimits }),
     },
     readiness: async () => {
       await store.ping();

@@ -15,6 +15,8 @@ import type { JobService } from '../service/job-service.js';
 import type { LabelSelector } from '../service/job-spec.js';
 import type { RunService } from '../service/run-service.js';
 import type { LeaseWaiters } from '../service/lease-waiters.js';
+import type { TeamLimits } from '../service/team-limits.js';
+import type { TeamLimitsEntry } from '../store/store.js';
 import type { AuthLevel, Caller } from './auth.js';
 
 declare module 'fastify' {
@@ -40,6 +42,8 @@ export interface ApiConfig {
   silenceRequiredLabel?: LabelSelector | null;
   /** Timeouts and the connection cap of the server (default `limits.httpLimitsDefaults`). */
   http?: limits.HttpLimits;
+  /** `--limits FILE`: team limits stored when the app is ready, before it answers. */
+  teamLimits?: readonly TeamLimitsEntry[];
 }
 
 export interface AppDeps {
@@ -63,5 +67,6 @@ export interface ApiContext {
   jobs: JobService;
   runs: RunService;
   waiters: LeaseWaiters;
+  teamLimits: TeamLimits;
 }
 

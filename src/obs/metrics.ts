@@ -8,6 +8,11 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 /** Fire-lag buckets in seconds: fine below 100 ms, where the targets are, coarse beyond. */
 const fireLagBucketsS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600];
 
+/** Distinct teams with a label of their own on the per-team metrics. */
+export const teamLabelsMax = 1_000;
+/** The window `tickler_due_per_second` averages over, seconds. */
+export const dueWindowS = 10;
+
 export class Metrics {
   readonly registry = new Registry();
   readonly fireLagSeconds = new Histogram({
@@ -120,15 +125,75 @@ export class Metrics {
   });
   readonly jobsCreatedTotal = new Counter({
     name: 'tickler_jobs_created_total',
-    help: 'Jobs created',
+    help: 'Jobs created, by team (chargeback: timers created)',
+    labelNames: ['team'] as const,
     registers: [this.registry],
   });
+  readonly runsDispatchedTotal = new Counter({
+    name: 'tickler_runs_dispatched_total',
+    help: 'Runs made ready for workers (by a scheduler\'s dispatch or by a create due now), by team (chargeback)',
+    labelNames: ['team'] as const,
+    registers: [this.registry],
+  });
+  readonly jobsCancelledTotal = new Counter({
+    name: 'tickler_jobs_cancelled_total',
+    help: 'Jobs cancelled, by team (chargeback: a cancelled timer still cost its write)',
+    labelNames: ['team'] as const,
+    registers: [this.registry],
+  });
+  readonly rateLimitedTotal = new Counter({
+    name: 'tickler_rate_limited_total',
+    help: 'Create requests refused 429 by a team\'s quota, by team and the limit (create_per_s, pending_max)',
+    labelNames: ['team', 'limit'] as const,
+    registers: [this.registry],
+  });
+  readonly runsFailedTotal = new Counter({
+    name: 'tickler_runs_failed_total',
+    help: 'Attempts completed failed or failed_permanent, by team (with tickler_runs_dispatched_total: the team\'s failure rate)',
+    labelNames: ['team'] as const,
+    registers: [this.registry],
+  });
+  readonly runsAttemptsGt1Total = new Counter({
+    name: 'tickler_runs_attempts_gt_1_total',
+    help: 'Attempts after a run\'s first (a failure retried), by team: duplicate pressure on the team\'s downstreams',
+    labelNames: ['team'] as const,
+    registers: [this.registry],
+  });
+  /** What `tickler_due_per_second` reads at each scrape: a scheduler node sets it (`setDueSource`). */
+  private dueSource: (() => number) | null = null;
+  readonly duePerSecond = new Gauge({
+    name: 'tickler_due_per_second',
+    help: `Timers this node holds that come due in the next ${dueWindowS} s, per second: a herd seen before it lands (watch the max)`,
+    registers: [this.registry],
+    collect: () => {
+      this.duePerSecond.set(this.dueSource === null ? 0 : this.dueSource() / dueWindowS);
+    },
+  });
+  /** Teams given a label of their own so far; later ones share `other` (labels stay bounded). */
+  private readonly labelledTeams = new Set<string>();
   readonly httpErrorsTotal = new Counter({
     name: 'tickler_http_errors_total',
     help: 'Error answers by code',
     labelNames: ['code'],
     registers: [this.registry],
   });
+
+  /**
+   * The `team` label of a per-team metric: the team itself for the first `teamLabelsMax` teams
+   * seen, `other` after, so a flood of team names (an admin creating for ever-new teams) cannot
+   * grow the series without bound, as `tickler_job_last_success_age_seconds` keeps to 1,000 jobs.
+   */
+  teamLabel(team: string): string {
+    if (this.labelledTeams.has(team)) return team;
+    if (this.labelledTeams.size >= teamLabelsMax) return 'other';
+    this.labelledTeams.add(team);
+    return team;
+  }
+
+  /** Sets what `tickler_due_per_second` counts: timers due in the next `dueWindowS` seconds. */
+  setDueSource(count: ((windowMs: number) => number) | null): void {
+    this.dueSource = count === null ? null : () => count(dueWindowS * 1000);
+  }
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     // Unprefixed: stock Node.js dashboards look for process_cpu_seconds_total and nodejs_*.

@@ -37,6 +37,8 @@ interface BatchCounts {
   timersGone: number;
   duplicates: number;
   byStatus: Map<string, number>;
+  /** Runs written ready, by team (chargeback). */
+  readyByTeam: Map<string, number>;
   lagByLane: Map<string, { observe(value: number): void }>;
 }
 
@@ -114,7 +116,7 @@ export class Dispatcher {
       settle(batch.finishAhead.items, (items) => store.finishAhead(items, nowMs)),
     ]);
     const counts: BatchCounts = { committedAtMs: this.deps.clock.nowMs(), staleTokens: 0, timersGone: 0, duplicates: 0,
-      byStatus: new Map(), lagByLane: new Map() };
+      byStatus: new Map(), readyByTeam: new Map(), lagByLane: new Map() };
     if (dispatched.status === 'fulfilled') {
       dispatched.value.forEach((result, index) => {
         this.accountDispatched(result, batch.dispatch.items[index]!, batch.dispatch.timers[index]!, counts, nextTimers);
@@ -133,6 +135,7 @@ export class Dispatcher {
     if (counts.timersGone > 0) metrics.timersGoneTotal.inc(counts.timersGone);
     if (counts.duplicates > 0) metrics.dispatchDuplicatesTotal.inc(counts.duplicates);
     for (const [status, count] of counts.byStatus) metrics.dispatchesTotal.inc({ status }, count);
+    for (const [team, count] of counts.readyByTeam) metrics.runsDispatchedTotal.inc({ team: metrics.teamLabel(team) }, count);
     for (const settled of [dispatched, writtenAhead, finished]) {
       if (settled.status === 'rejected') throw settled.reason;
     }
@@ -187,6 +190,7 @@ export class Dispatcher {
         scheduledAtMs: item.nextTimer.scheduledAtMs,
         jobVersion: timer.jobVersion,
         spec: timer.spec,
+        ...(timer.team === undefined ? {} : { team: timer.team }),
       });
     }
   }
@@ -212,6 +216,10 @@ export class Dispatcher {
       }
       inserted = true;
       counts.byStatus.set(run.status, (counts.byStatus.get(run.status) ?? 0) + 1);
+      if (run.status === 'ready') {
+        const team = timer.team ?? 'unknown';
+        counts.readyByTeam.set(team, (counts.readyByTeam.get(team) ?? 0) + 1);
+      }
     }
     if (inserted) {
       let lag = counts.lagByLane.get(timer.spec.lane);

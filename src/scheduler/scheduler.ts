@@ -91,6 +91,16 @@ export class Scheduler {
   async start(): Promise<void> {
     this.loader.listen();
     await this.leases.start();
+    // Read at each scrape: the timers of this node's wheel that fire before now + the window,
+    // by their own fire time. A herd's are wheeled early, and once its runs are written ahead
+    // they wait to be finished until after their fire time (`finishAheadDelayMs`): still due
+    // then, as their runs become ready at it; the slots are walked that much further.
+    this.options.metrics.setDueSource((windowMs) => {
+      const nowMs = this.options.clock.nowMs();
+      const limitMs = nowMs + windowMs;
+      return this.driver.countDueBy(limitMs + this.options.timing.finishAheadDelayMs,
+        (timer) => timer.fireAtMs < limitMs && (timer.dispatchedAhead !== true || timer.fireAtMs >= nowMs));
+    });
     this.loader.armRefresh();
     this.reconciler.start();
     void this.sweeper.start();
@@ -101,6 +111,7 @@ export class Scheduler {
     this.loader.stop();
     this.reconciler.stop();
     this.sweeper.stop();
+    this.options.metrics.setDueSource(null);
     await this.driver.stop();
     await this.leases.stop();
     this.driver.clear();

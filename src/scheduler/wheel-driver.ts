@@ -48,6 +48,11 @@ export class WheelDriver {
     return this.wheel.size;
   }
 
+  /** The wheel's timers in slots up to `limitMs` that `counts` (a read-only walk, for metrics). */
+  countDueBy(limitMs: number, counts: (timer: LoadedTimer) => boolean): number {
+    return this.wheel.countDueBy(limitMs, counts);
+  }
+
   /** Stops firing and waits for the pass in flight. */
   async stop(): Promise<void> {
     this.stopped = true;

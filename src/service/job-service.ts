@@ -19,6 +19,7 @@ import { decodeCursor, encodeCursor } from '../store/cursor.js';
 import { specJsonOf } from '../domain/spec-json.js';
 import { specFromCreate, specFromPatch, type LabelSelector, type SpecContext } from './job-spec.js';
 import { jobChangeAttemptsCountMax } from '../limits.js';
+import type { TeamLimits } from './team-limits.js';
 
 export interface JobServiceDeps {
   store: Store;
@@ -36,6 +37,8 @@ export interface JobServiceDeps {
   dispatchAtCreate?: boolean;
   /** Makes a new job's id (default `newJobId`: time prefix, random suffix); the simulator draws it from its seed. */
   newJobId?: (nowMs: number) => string;
+  /** Team limits in force (team-limits.ts); without them no create is limited. */
+  teamLimits?: TeamLimits;
 }
 
 /**
@@ -61,6 +64,7 @@ export interface UpsertResult {
 
 /** Creates checked and built, not yet written (`JobService.prepareCreates`). */
 export interface PreparedCreates {
+  team: string;
   nowMs: number;
   /** Per item: its error, or null where its input waits in `inputs`. */
   results: readonly (CreateResult | null)[];
@@ -107,7 +111,7 @@ export class JobService {
       }
     }
     if (answer === 'job') for (const input of inputs) specJsonOf(input.job.spec);
-    return { nowMs, results, inputs, inputIndexes };
+    return { team, nowMs, results, inputs, inputIndexes };
   }
 
   /**
@@ -126,10 +130,10 @@ export class JobService {
 
   /** The rest of `create`: the prepared jobs to the store, in one call. */
   async commitCreates(prepared: PreparedCreates): Promise<CreateResult[]> {
-    const { nowMs, inputs, inputIndexes } = prepared;
+    const { team, nowMs, inputs, inputIndexes } = prepared;
     const results = prepared.results.slice();
     if (inputs.length > 0) {
-      const outcomes = await this.deps.store.createJobs(inputs, nowMs);
+      const outcomes = await this.createWithinLimits(team, inputs, nowMs);
       let createdCount = 0;
       outcomes.forEach((outcome, position) => {
         const index = inputIndexes[position]!;
@@ -144,13 +148,28 @@ export class JobService {
           results[index] = outcome;
         }
       });
-      this.deps.metrics.jobsCreatedTotal.inc(createdCount);
+      if (createdCount > 0) this.deps.metrics.jobsCreatedTotal.inc({ team: this.deps.metrics.teamLabel(team) }, createdCount);
       this.countDispatchedAtCreate(inputs, outcomes);
     }
     return results.map((result) => {
       if (result === null) throw new Error('createJobs answered fewer outcomes than inputs');
       return result;
     });
+  }
+
+  /**
+   * The store's create, held to the team's quota when it has one (docs/API.md "Team limits"):
+   * all of `inputs` are written or, refused, none, and the refusal is a `429 rate_limited`
+   * naming the limit. A team without `create_per_s` or `pending_max` takes the plain create.
+   */
+  private async createWithinLimits(team: string, inputs: CreateJobInput[], nowMs: number): Promise<CreateJobOutcome[]> {
+    const limits = this.deps.teamLimits;
+    const quota = limits?.createQuotaOf(team) ?? null;
+    if (limits === undefined || quota === null) return this.deps.store.createJobs(inputs, nowMs);
+    const outcome = await this.deps.store.createJobsWithinQuota(inputs, nowMs, quota);
+    if (outcome.kind === 'created') return outcome.outcomes;
+    this.deps.metrics.rateLimitedTotal.inc({ team: this.deps.metrics.teamLabel(team), limit: outcome.limit });
+    throw limits.refusal(quota, outcome.limit, outcome.retryAfterMs, inputs.length);
   }
 
   /**
@@ -165,6 +184,7 @@ export class JobService {
       for (const occurrence of input.dueNow) {
         this.deps.metrics.dispatchesTotal.inc({ status: occurrence.status });
         if (occurrence.status === 'ready') {
+          this.deps.metrics.runsDispatchedTotal.inc({ team: this.deps.metrics.teamLabel(input.job.team) });
           this.deps.metrics.fireLagSeconds.observe({ lane: input.job.spec.lane },
             Math.max(0, committedAtMs - occurrence.fireAtMs) / 1000);
         }
@@ -234,9 +254,9 @@ export class JobService {
         const input = this.prepareCreate(team, { body: createBody, rawText: '' }, nowMs);
         if (paused === true) Object.assign(input, { job: { ...input.job, state: 'paused', nextFireAtMs: null, nextScheduledAtMs: null }, timer: null });
         if (dryRun) return { job: input.job, created: true, changed: true };
-        const [outcome] = await this.deps.store.createJobs([input], nowMs);
+        const [outcome] = await this.createWithinLimits(team, [input], nowMs);
         if (outcome?.kind === 'created') {
-          this.deps.metrics.jobsCreatedTotal.inc(1);
+          this.deps.metrics.jobsCreatedTotal.inc({ team: this.deps.metrics.teamLabel(team) }, 1);
           this.countDispatchedAtCreate([input], [outcome]);
           return { job: outcome.job, created: true, changed: true };
         }
@@ -340,9 +360,23 @@ export class JobService {
   }
 
   async cancel(scope: TeamScope, jobId: string): Promise<JobRecord> {
-    const job = await this.deps.store.cancelJob(scope, jobId, this.deps.clock.nowMs());
+    const nowMs = this.deps.clock.nowMs();
+    const job = await this.deps.store.cancelJob(scope, jobId, nowMs);
     if (job === null) throw notFound('job', jobId);
+    this.countCancelled([job], nowMs);
     return job;
+  }
+
+  /**
+   * Chargeback's cancels (`tickler_jobs_cancelled_total{team}`): a job the call cancelled
+   * carries the call's time; one cancelled before answers as it was and is not counted again.
+   */
+  private countCancelled(jobs: readonly (JobRecord | null)[], nowMs: number): void {
+    for (const job of jobs) {
+      if (job !== null && job.state === 'cancelled' && job.updatedAtMs === nowMs) {
+        this.deps.metrics.jobsCancelledTotal.inc({ team: this.deps.metrics.teamLabel(job.team) });
+      }
+    }
   }
 
   /**
@@ -350,12 +384,16 @@ export class JobService {
    * not_found (an unknown id, or another team's job).
    */
   async cancelMany(scope: TeamScope, jobIds: readonly string[]): Promise<(JobRecord | TicklerError)[]> {
-    const jobs = await this.deps.store.cancelJobs(scope, jobIds, this.deps.clock.nowMs());
+    const nowMs = this.deps.clock.nowMs();
+    const jobs = await this.deps.store.cancelJobs(scope, jobIds, nowMs);
+    this.countCancelled([...new Set(jobs)], nowMs);
     return jobs.map((job, index) => job ?? notFound('job', jobIds[index]!));
   }
 
-  cancelByKeyPrefix(team: string, keyPrefix: string): Promise<number> {
-    return this.deps.store.cancelJobsByKeyPrefix(team, keyPrefix, this.deps.clock.nowMs());
+  async cancelByKeyPrefix(team: string, keyPrefix: string): Promise<number> {
+    const cancelled = await this.deps.store.cancelJobsByKeyPrefix(team, keyPrefix, this.deps.clock.nowMs());
+    if (cancelled > 0) this.deps.metrics.jobsCancelledTotal.inc({ team: this.deps.metrics.teamLabel(team) }, cancelled);
+    return cancelled;
   }
 
   /** Only an active recurring job pauses; its pending timer goes away with the pause. */

@@ -109,6 +109,8 @@ export interface LoadedTimer {
   /** The job's version when the timer was read; dispatch re-checks state, not version. */
   jobVersion: number;
   spec: JobSpec;
+  /** The job's team, for the per-team dispatch counter (`tickler_runs_dispatched_total`); absent where a caller built the timer without it. */
+  team?: string;
   /**
    * The timer's run was written ahead of its fire time (`Store.writeRunsAhead`): firing it
    * only finishes the job (`Store.finishAhead`). Absent (or false) for every other timer.
@@ -408,7 +410,7 @@ export interface StoreNotifications {
   onNearTimersMissed(listener: () => void): () => void;
 }
 
-export interface Store extends StoreNotifications {
+export interface Store extends StoreNotifications, TeamLimitsStore {
   readonly kind: 'sqlite' | 'postgres';
 
   // Jobs ---------------------------------------------------------------------------------
@@ -554,3 +556,62 @@ export interface Store extends StoreNotifications {
 
 /** Lanes in the order workers are served. */
 export const laneOrder: readonly Lane[] = ['P0', 'P1', 'P2'];
+
+// Team limits and create quotas --------------------------------------------------------------
+// (docs/API.md "Team limits", DESIGN.md "Quotas across nodes")
+
+/** The entry every team without one of its own takes (`PUT /v1/teams/default/limits`, `default` in `--limits FILE`). */
+export const defaultLimitsEntry = 'default';
+
+/** A team's limits as stored; null is unlimited. */
+export interface TeamLimitsEntry {
+  /** The team, or `defaultLimitsEntry`. */
+  team: string;
+  createPerS: number | null;
+  pendingMax: number | null;
+  dispatchPerS: number | null;
+  /** Its share in fair leasing (1 unless set). */
+  weight: number;
+}
+
+/** What a create of one team is held to; built by the service from its limits. */
+export interface CreateQuota {
+  team: string;
+  createPerS: number | null;
+  pendingMax: number | null;
+}
+
+export type QuotaLimitName = 'create_per_s' | 'pending_max';
+
+export type QuotaCreateOutcome =
+  | { kind: 'created'; outcomes: CreateJobOutcome[] }
+  /** Nothing written; the client may send the same request again after `retryAfterMs`. */
+  | { kind: 'refused'; limit: QuotaLimitName; retryAfterMs: number; pending?: number };
+
+/**
+ * How long a team's pending count (its active counted jobs and its ready runs, counted up to
+ * `pending_max`) serves its creates before it is counted again; creates in between add to it.
+ * A drain (runs leased) is seen at most this late, and a refusal for `pending_max` says to
+ * come back after it.
+ */
+export const pendingRecountIntervalMs = 1000;
+
+export interface TeamLimitsStore {
+  /** Every stored entry, the default's included. */
+  listTeamLimits(): Promise<TeamLimitsEntry[]>;
+  /**
+   * Writes each entry, replacing the team's. An entry with `pendingMax` marks the team's active
+   * jobs as counted (every team's, for the default entry), so its pending count sees jobs created
+   * before it had the limit.
+   */
+  putTeamLimits(entries: readonly TeamLimitsEntry[], nowMs: number): Promise<void>;
+  /** Removes the team's entry; answers whether there was one. */
+  deleteTeamLimits(team: string): Promise<boolean>;
+  /**
+   * `createJobs` for one team held to its quota, in one transaction with the team's bucket row
+   * (locked on PostgreSQL, so every node takes from the same tokens): the items all fit and are
+   * created (their jobs counted toward `pending_max` when the quota has one), or nothing is
+   * written. Every item counts, a keyed repeat of a job that exists as well.
+   */
+  createJobsWithinQuota(items: CreateJobInput[], nowMs: number, quota: CreateQuota): Promise<QuotaCreateOutcome>;
+}

@@ -15,6 +15,7 @@ import { runWorkerConformance } from './conformance-runs.js';
 import { runHistoryConformance } from './conformance-history.js';
 import { runDispatchAheadConformance } from './conformance-dispatch-ahead.js';
 import { runMembershipConformance } from './conformance-membership.js';
+import { runQuotaConformance } from './conformance-quotas.js';
 
 export type { OpenStore, StoreHandle } from './conformance-fixtures.js';
 
@@ -27,6 +28,7 @@ export function runStoreConformance(name: string, open: OpenStore): void {
     runHistoryConformance(open);
     runDispatchAheadConformance(open);
     void describe('cluster membership', () => runMembershipConformance(open));
+    runQuotaConformance(open);
   });
 }
 

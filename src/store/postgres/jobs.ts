@@ -187,7 +187,7 @@ export function changeJob(context: StoreContext, change: JobChange): Promise<Job
       if (newTimer !== null) {
         const timer = { timerId: newTimerId(), jobId: row.job_id, shard: row.shard, ...newTimer };
         await insertTimers(tx, [timer]);
-        collectNearTimer(tx, timer, version, spec, change.nowMs, context.nearHorizonMs, sameOccurrence);
+        collectNearTimer(tx, timer, { version, spec, team: row.team }, change.nowMs, context.nearHorizonMs, sameOccurrence);
         ({ timerId, fireAtMs: nextFireAtMs, scheduledAtMs: nextScheduledAtMs } = timer);
       }
     }

@@ -22,6 +22,7 @@ import type {
   FinishAheadItem, FinishAheadResult, HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun,
   LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, AnnouncedSilence, SilentJob, SilentJobsCursor,
   Store, TeamScope, TimerWrite, WriteAheadItem, WriteAheadResult,
+  CreateQuota, QuotaCreateOutcome, TeamLimitsEntry,
 } from '../store.js';
 import { createPool, mapStoreError, poolSizeDefault, queryPool, withClient, type CommitHooks } from './connection.js';
 import { query, type StoreContext } from './context.js';
@@ -29,6 +30,7 @@ import { dispatch, finishAhead, writeRunsAhead } from './dispatch.js';
 import { GroupCommitter } from './group-commit.js';
 import { LeaseSharing } from './lease-sharing.js';
 import { createJobs, type CreateItem } from './job-create.js';
+import { createJobsWithinQuota, deleteTeamLimits, listTeamLimits, putTeamLimits } from './team-limits.js';
 import { cancelJob, cancelJobs, cancelJobsByKeyPrefix, changeJob, getJob, listJobs, triggerJob } from './jobs.js';
 import { getRun, listRuns } from './history.js';
 import { Notifier } from './notifier.js';
@@ -126,6 +128,24 @@ export class PostgresStore implements Store {
 
   createJobs(items: CreateJobInput[], nowMs: number): Promise<CreateJobOutcome[]> {
     return this.creates.submit(items.map((input) => ({ input, nowMs })));
+  }
+
+  // Team limits and create quotas (team-limits.ts) ------------------------------------------
+
+  listTeamLimits(): Promise<TeamLimitsEntry[]> {
+    return listTeamLimits(this.context);
+  }
+
+  putTeamLimits(entries: readonly TeamLimitsEntry[], nowMs: number): Promise<void> {
+    return putTeamLimits(this.context, entries, nowMs);
+  }
+
+  deleteTeamLimits(team: string): Promise<boolean> {
+    return deleteTeamLimits(this.context, team);
+  }
+
+  createJobsWithinQuota(items: CreateJobInput[], nowMs: number, quota: CreateQuota): Promise<QuotaCreateOutcome> {
+    return createJobsWithinQuota(this.context, items.map((input) => ({ input, nowMs })), nowMs, quota);
   }
 
   getJob(team: TeamScope, jobId: string): Promise<JobRecord | null> {

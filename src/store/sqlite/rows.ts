@@ -83,6 +83,7 @@ export interface TimerWithJobRow {
   version: number;
   spec: string;
   dispatched_ahead: number;
+  team: string;
 }
 
 export interface ShardLeaseRow {
@@ -169,6 +170,7 @@ export function loadedTimerFromRow(row: TimerWithJobRow): LoadedTimer {
     scheduledAtMs: row.scheduled_at,
     jobVersion: row.version,
     spec: JSON.parse(row.spec) as JobSpec,
+    team: row.team,
     ...(row.dispatched_ahead === 1 ? { dispatchedAhead: true } : {}),
   };
 }

@@ -23,6 +23,7 @@ import type {
   DispatchResult, ExpiredLease, FinishAheadItem, FinishAheadResult, HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter,
   LeaseRunsRequest, LeasedRun, LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ServedWaiter, ShardLease,
   AnnouncedSilence, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite, WriteAheadItem, WriteAheadResult,
+  CreateQuota, QuotaCreateOutcome, TeamLimitsEntry,
 } from '../store.js';
 import { leaseCameBackShort } from '../store.js';
 import { Dispatcher, type Fired } from './dispatch.js';
@@ -39,6 +40,7 @@ import { WriteHealth, isDiskFailure } from './write-health.js';
 import { migrate } from './schema.js';
 import { ShardLeaseTable } from './shard-leases.js';
 import { RunTable, TimerTable, TokenSequence } from './tables.js';
+import { TeamLimitsTable } from './team-limits.js';
 
 export interface SqliteStoreOptions {
   /** The database file; created with its schema when missing. */
@@ -139,6 +141,7 @@ export class SqliteStore implements Store {
   private readonly runTransitions: RunTransitions;
   private readonly merged = { creates: 0, completions: 0 };
   private readonly reads: StoreReads;
+  private readonly teamLimits: TeamLimitsTable;
   private readonly writes: GroupCommitQueue;
   /** Null when the store was opened with synchronous NORMAL: commits are not synced at all. */
   private readonly walSync: WalSync | null;
@@ -181,6 +184,7 @@ export class SqliteStore implements Store {
     this.shardLeases = new ShardLeaseTable(db, tokens);
     this.runTransitions = new RunTransitions(db, runs, tokens, options.random ?? Math.random);
     this.reads = new StoreReads(db);
+    this.teamLimits = new TeamLimitsTable(db);
     this.checkpointer = new Checkpointer({
       path: options.path,
       setAutocheckpoint: (pages) => db.pragma(`wal_autocheckpoint = ${pages}`),
@@ -299,6 +303,32 @@ export class SqliteStore implements Store {
 
   async triggerJob(team: TeamScope, jobId: string, nowMs: number): Promise<RunRecord | null> {
     return this.writeWithEffects(1, () => this.jobWrites.trigger(team, jobId, nowMs)).then((done) => done.run);
+  }
+
+  // Team limits and create quotas ----------------------------------------------------------
+
+  async listTeamLimits(): Promise<TeamLimitsEntry[]> {
+    return this.run(() => this.teamLimits.list());
+  }
+
+  async putTeamLimits(entries: readonly TeamLimitsEntry[], nowMs: number): Promise<void> {
+    await this.write(1, () => this.teamLimits.put(entries, nowMs));
+  }
+
+  async deleteTeamLimits(team: string): Promise<boolean> {
+    return this.write(1, () => this.teamLimits.delete(team));
+  }
+
+  /** The quota's check, the creates and the bucket row in one operation of the group commit (team-limits.ts). */
+  async createJobsWithinQuota(items: CreateJobInput[], nowMs: number, quota: CreateQuota): Promise<QuotaCreateOutcome> {
+    const done = await this.writeWithEffects(Math.max(1, items.length), () => {
+      const refusal = this.teamLimits.admit(quota, items.length, nowMs);
+      if (refusal !== null) return { outcome: refusal as QuotaCreateOutcome, effects: { nearTimers: [], readyPools: [] } };
+      const created = this.jobWrites.create(items, nowMs);
+      if (quota.pendingMax !== null) this.teamLimits.markCounted(created.outcomes);
+      return { outcome: { kind: 'created', outcomes: created.outcomes } as QuotaCreateOutcome, effects: created.effects };
+    });
+    return done.outcome;
   }
 
   // Shard ownership ------------------------------------------------------------------------
