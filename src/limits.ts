@@ -332,6 +332,9 @@ export const apiReplayRefillCountPerS = 10;
 
 // The services (src/service/).
 
+/** How often each node reads the stored team limits again (a change through another node is seen within this). */
+export const teamLimitsRefreshIntervalMs = 5_000;
+
 /** Schedule preview: skipped days are rare (two a year at most per zone), so a few rounds always suffice. */
 export const previewTopUpRoundsCountMax = 8;
 /** How often a read-compute-write job change is recomputed after losing a version race. */
@@ -342,6 +345,11 @@ export const leaseWaiterReadyNowPassesCountMax = 3;
 export const leaseWaiterReadyRecheckDelayMs = 250;
 
 // Observability (src/obs/).
+
+/** Distinct teams with a label of their own on the per-team metrics. */
+export const metricsTeamLabelsCountMax = 1_000;
+/** The window `tickler_due_per_second` averages over, seconds. */
+export const metricsDueWindowS = 10;
 
 /** A silence alert's POST to the webhook is given this long. */
 export const alertSendTimeoutMs = 10_000;

@@ -4,14 +4,11 @@
  * counter shows zombies being fenced; definitions without a next timer show silent misses.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { metricsDueWindowS, metricsTeamLabelsCountMax } from '../limits.js';
 
 /** Fire-lag buckets in seconds: fine below 100 ms, where the targets are, coarse beyond. */
 const fireLagBucketsS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600];
 
-/** Distinct teams with a label of their own on the per-team metrics. */
-export const teamLabelsMax = 1_000;
-/** The window `tickler_due_per_second` averages over, seconds. */
-export const dueWindowS = 10;
 
 export class Metrics {
   readonly registry = new Registry();
@@ -163,10 +160,10 @@ export class Metrics {
   private dueSource: (() => number) | null = null;
   readonly duePerSecond = new Gauge({
     name: 'tickler_due_per_second',
-    help: `Timers this node holds that come due in the next ${dueWindowS} s, per second: a herd seen before it lands (watch the max)`,
+    help: `Timers this node holds that come due in the next ${metricsDueWindowS} s, per second: a herd seen before it lands (watch the max)`,
     registers: [this.registry],
     collect: () => {
-      this.duePerSecond.set(this.dueSource === null ? 0 : this.dueSource() / dueWindowS);
+      this.duePerSecond.set(this.dueSource === null ? 0 : this.dueSource() / metricsDueWindowS);
     },
   });
   /** Teams given a label of their own so far; later ones share `other` (labels stay bounded). */
@@ -179,20 +176,20 @@ export class Metrics {
   });
 
   /**
-   * The `team` label of a per-team metric: the team itself for the first `teamLabelsMax` teams
+   * The `team` label of a per-team metric: the team itself for the first `metricsTeamLabelsCountMax` teams
    * seen, `other` after, so a flood of team names (an admin creating for ever-new teams) cannot
    * grow the series without bound, as `tickler_job_last_success_age_seconds` keeps to 1,000 jobs.
    */
   teamLabel(team: string): string {
     if (this.labelledTeams.has(team)) return team;
-    if (this.labelledTeams.size >= teamLabelsMax) return 'other';
+    if (this.labelledTeams.size >= metricsTeamLabelsCountMax) return 'other';
     this.labelledTeams.add(team);
     return team;
   }
 
-  /** Sets what `tickler_due_per_second` counts: timers due in the next `dueWindowS` seconds. */
+  /** Sets what `tickler_due_per_second` counts: timers due in the next `metricsDueWindowS` seconds. */
   setDueSource(count: ((windowMs: number) => number) | null): void {
-    this.dueSource = count === null ? null : () => count(dueWindowS * 1000);
+    this.dueSource = count === null ? null : () => count(metricsDueWindowS * 1000);
   }
 
   constructor(options: { defaultMetrics?: boolean } = {}) {

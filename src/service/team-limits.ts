@@ -11,6 +11,7 @@
  * `refreshIntervalMs`, so a change made through another node reaches it within that.
  */
 import { TicklerError } from '../errors.js';
+import { teamLimitsRefreshIntervalMs } from '../limits.js';
 import { FatalError } from '../fatal-error.js';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../obs/log.js';
@@ -41,8 +42,6 @@ export const teamLimitBounds = {
   weightMax: 1_000,
 } as const;
 
-/** How often each node reads the stored limits again (a change through another node is seen within this). */
-export const teamLimitsRefreshIntervalMs = 5_000;
 
 const fieldNames = ['create_per_s', 'pending_max', 'dispatch_per_s', 'weight'] as const;
 
