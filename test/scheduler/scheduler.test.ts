@@ -160,6 +160,62 @@ test('a long-poll parked before a run is written ahead is answered at its fire t
   }
 });
 
+test('parked long-polls keep being served while runs come ready during each pass: no back-off while leases find runs', async () => {
+  const h = await harness();
+  // The waiters' clock moves 1 ms with every lease, as a round trip to PostgreSQL takes time:
+  // a run of the stream below comes ready during every pass of the drain loop.
+  let nowMs = 0;
+  const armed: { atMs: number; callback: () => unknown }[] = [];
+  const stepClock = {
+    isVirtual: true, nowMs: () => nowMs, monotonicMs: () => nowMs, knownTargetMs: () => null,
+    setTimer: (atMs: number, callback: () => unknown) => {
+      const entry = { atMs, callback };
+      armed.push(entry);
+      return { cancel: () => armed.splice(armed.indexOf(entry), 1) };
+    },
+  } as unknown as VirtualClock;
+  const store = new Proxy(h.store, {
+    get(target, key) {
+      if (key === 'leaseRuns') {
+        return async (request: Parameters<Store['leaseRuns']>[0]) => {
+          const runs = await target.leaseRuns(request);
+          nowMs += 1;
+          return runs;
+        };
+      }
+      const value: unknown = Reflect.get(target, key);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  const waiters = new LeaseWaiters(store, stepClock, silentLogger());
+  try {
+    const atMs = startMs + 90_000;
+    // A stream: one run ready each millisecond from atMs, written ahead by the scheduler.
+    await h.store.createJobs(Array.from({ length: 40 }, (_, index) =>
+      jobInput(jobSpec({ at: new Date(atMs + index).toISOString() }), startMs)), startMs);
+    await h.clock.advance(89_000);
+    assert.equal((await h.store.listRuns({ team: null, limit: 100 })).items.length, 40, 'the stream is written ahead');
+    nowMs = atMs - 100;
+    // Five waiters asking for 5 runs each: the first served in a pass comes back short (one run
+    // is ready), so the others wait for the next pass, and a run comes ready during each.
+    const parked = Array.from({ length: 5 }, (_, index) => waiters.lease({
+      scope: null, pool: 'default', max: 5, leaseMs: 10_000, workerId: `w${index}`, aheadMs: 0, waitMs: 3_000 }));
+    for (let turn = 0; turn < 200 && waiters.waitingCount() < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(waiters.waitingCount(), 5, 'all five parked');
+    const readyTimer = armed.find((entry) => entry.atMs === atMs);
+    assert.ok(readyTimer !== undefined, 'a timer armed for the first run\'s ready time');
+    nowMs = atMs;
+    armed.splice(armed.indexOf(readyTimer), 1);
+    await readyTimer.callback();
+    const answers = await Promise.all(parked);
+    assert.deepEqual(answers.map((runs) => runs.length > 0), [true, true, true, true, true],
+      'every waiter was served while the stream ran, none left waiting for a back-off');
+  } finally {
+    waiters.close();
+    await h.cleanup();
+  }
+});
+
 test('with dispatching ahead off, a one-shot timer fires at its time, not before, and the job is done', async () => {
   const h = await harness({ timing: { ...timing, dispatchAheadMs: 0 } });
   try {
