@@ -21,6 +21,10 @@ import type {
 import { parseDecimalId, runFromRow, type RunRow } from './rows.js';
 import { boundLimit, type RunTable, type TokenSequence } from './tables.js';
 import { atomically } from './atomically.js';
+// Capacity hooks (lease-gates.ts): the lease plan, pauses and resource caps.
+import { runPlanSync, type LeaseSlice } from '../../domain/lease-policy.js';
+import type { Lane } from '../../domain/types.js';
+import { SqliteLeaseGates, type LeaseGate } from './lease-gates.js';
 
 /**
  * A leasable run as the lease query answers it, in column order: the query runs in raw mode
@@ -59,6 +63,8 @@ export class RunTransitions {
   /** markSucceeded answering only what the rest of the completion needs. */
   private readonly markSucceededBriefly: Database.Statement<SucceededParams, { run_seq: number; job_seq: number }>;
   private readonly markManySucceeded: Database.Statement<[string], { run_id: string; run_seq: number; job_seq: number }>;
+  /** Capacity hook: pauses, resource caps and the plan's per-team reads. */
+  readonly gates: SqliteLeaseGates;
 
   constructor(
     private readonly db: Database.Database,
@@ -66,6 +72,7 @@ export class RunTransitions {
     private readonly tokens: TokenSequence,
     private readonly random: () => number,
   ) {
+    this.gates = new SqliteLeaseGates(db);
     // One lane at a time, so each query is a range seek on runs_leasable in ready_at order.
     // SQLite pulls the two fields a lease needs out of the job's spec: `->` answers the
     // payload's JSON text as stored, which goes to the worker unparsed.
@@ -127,11 +134,19 @@ export class RunTransitions {
     const readyMax = readyMaxOf(request);
     const apply = (): LeasedRun[] => {
       const leased: LeasedRun[] = [];
+      // Capacity hook: a paused scope leases nothing; a plan is executed slice by slice.
+      const gate = this.gates.open(request);
+      if (gate === null) return leased;
+      if (request.plan !== undefined && readyMax >= request.max) {
+        runPlanSync(request.plan, request.max, (slice, room) =>
+          this.leaseSlice(request, gate, slice, aheadUntilMs, leased.length + room, leased));
+        return leased;
+      }
       if (readyMax >= request.max) {
-        this.leaseWithin(request, Number.MIN_SAFE_INTEGER, aheadUntilMs, request.max, leased);
+        this.leaseWithin(request, gate, Number.MIN_SAFE_INTEGER, aheadUntilMs, request.max, leased);
       } else {
-        this.leaseWithin(request, Number.MIN_SAFE_INTEGER, request.nowMs, readyMax, leased);
-        if (aheadUntilMs > request.nowMs) this.leaseWithin(request, request.nowMs, aheadUntilMs, request.max, leased);
+        this.leaseWithin(request, gate, Number.MIN_SAFE_INTEGER, request.nowMs, readyMax, leased);
+        if (aheadUntilMs > request.nowMs) this.leaseWithin(request, gate, request.nowMs, aheadUntilMs, request.max, leased);
       }
       return leased;
     };
@@ -139,15 +154,34 @@ export class RunTransitions {
   }
 
   /** Leases runs with `afterMs < ready_at <= untilMs` until `leased` holds `upToCount`. */
-  private leaseWithin(request: LeaseRunsRequest, afterMs: number, untilMs: number, upToCount: number, leased: LeasedRun[]): void {
-    for (const lane of laneOrder) {
+  private leaseWithin(request: LeaseRunsRequest, gate: LeaseGate, afterMs: number, untilMs: number, upToCount: number,
+    leased: LeasedRun[], lanes: readonly Lane[] = laneOrder, team: string | null = request.team): void {
+    for (const lane of lanes) {
       const remaining = upToCount - leased.length;
       if (remaining <= 0) return;
-      const rows = this.selectLeasable.all(request.pool, lane, afterMs, untilMs, request.team, request.team, remaining);
+      // Capacity hook: the gate holds back runs of paused teams and runs over a resource cap.
+      const rows = gate.admit(remaining, (limit) => team !== null && request.team === null
+        ? this.gates.selectTeamRows(request.pool, lane, team, afterMs, untilMs, limit) as LeasableRow[]
+        : this.selectLeasable.all(request.pool, lane, afterMs, untilMs, team, team, limit));
       if (rows.length === 0) continue;
       let token = this.tokens.reserve(rows.length);
-      for (const row of rows) leased.push(this.leaseOne(row, token++, request));
+      for (const row of rows) {
+        const run = this.leaseOne(row, token++, request);
+        run.lane = lane;
+        if (!gate.open) this.gates.holdSlots(gate, run);
+        leased.push(run);
+      }
     }
+  }
+
+  /** Capacity hook: one slice of a lease plan (a lane or all, a team or the request's scope); answers what it leased. */
+  private leaseSlice(request: LeaseRunsRequest, gate: LeaseGate, slice: LeaseSlice, untilMs: number, upToCount: number,
+    leased: LeasedRun[]): number {
+    if (slice.team !== null && gate.teamPaused(slice.team)) return 0;
+    const before = leased.length;
+    this.leaseWithin(request, gate, Number.MIN_SAFE_INTEGER, untilMs, upToCount, leased,
+      slice.lane === null ? laneOrder : [slice.lane], slice.team ?? request.team);
+    return leased.length - before;
   }
 
   /** A run leased ahead (ready_at still to come) is leased from its ready time, and its event says so. */

@@ -319,6 +319,43 @@ const migrations: readonly string[] = [
   ALTER TABLE jobs ADD COLUMN silence_announced_since INTEGER;
   CREATE INDEX jobs_silence_announced ON jobs (job_seq) WHERE silence_announced_since IS NOT NULL;
   `,
+  `
+  -- v9: reserved for team limits; a step that changes nothing until that migration takes its place.
+  SELECT 1;
+  `,
+  `
+  -- v10: capacity (lease-gates.ts). A lease for one team within a lane reads its runs by
+  -- (pool, lane, team): a team's trickle is found without walking another team's backlog.
+  CREATE INDEX runs_leasable_by_team ON runs (pool, lane, team, ready_at)
+    WHERE status IN ('ready', 'retry_wait') AND held = 0;
+  CREATE TABLE resource_caps (
+    name TEXT PRIMARY KEY,
+    max_concurrency INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  -- A slot is held while its run is running under the attempt (token) that took it.
+  CREATE TABLE resource_slots (
+    name TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    token INTEGER NOT NULL,
+    PRIMARY KEY (name, run_id)
+  ) WITHOUT ROWID;
+  CREATE TABLE pool_pauses (
+    pool TEXT NOT NULL,
+    team TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (pool, team)
+  ) WITHOUT ROWID;
+  CREATE TABLE lane_caps (
+    lane TEXT PRIMARY KEY,
+    dispatch_per_s REAL NOT NULL
+  ) WITHOUT ROWID;
+  CREATE TABLE dispatch_buckets (
+    key TEXT PRIMARY KEY,
+    tokens REAL NOT NULL,
+    at INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  `,
 ];
 
 export const schemaVersion = migrations.length;
