@@ -22,6 +22,9 @@ export const labelLengthMax = 256;
 /** Length of a job's `owner` and `pager` texts. */
 export const ownerLengthMax = 256;
 export const resourcesCountMax = 32;
+/** A resource cap's `max_concurrency` and a lane's `dispatch_per_s`, at most (routes-capacity.ts). */
+export const resourceConcurrencyMax = 1_000_000;
+export const laneDispatchPerSecondMax = 1_000_000;
 export const cronLengthMax = 1_024;
 export const errorTextLengthMax = 8_192;
 export const resultBytesMax = 65_536;

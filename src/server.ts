@@ -47,6 +47,8 @@ export interface ServeOptions {
   payloadBytesMax?: number;
   /** `--require-max-silence-label`: jobs with this label must set max_silence_s. */
   silenceRequiredLabel?: LabelSelector | null;
+  /** P2's share of a pool's leases while P0 or P1 have ready runs (`--p2-share`; default 0.2). */
+  p2Share?: number;
   /** `--alert-webhook`: where silence alerts are posted, and the HMAC secret they are signed with. */
   alertWebhook?: { url: string; secret: string } | null;
   /** The HTTP server's timeouts and connection cap (default `httpLimitsDefaults`). */
@@ -131,6 +133,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       cronToleranceDefaultS: options.cronToleranceDefaultS ?? cronToleranceSecondsDefault,
       dispatchAtCreate: options.dispatchAtCreate !== false,
       silenceRequiredLabel: options.silenceRequiredLabel ?? null,
+      ...(options.p2Share === undefined ? {} : { p2Share: options.p2Share }),
       ...(options.http === undefined ? {} : { http: options.http }),
     },
     readiness: async () => {

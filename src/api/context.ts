@@ -15,6 +15,7 @@ import type { JobService } from '../service/job-service.js';
 import type { LabelSelector } from '../service/job-spec.js';
 import type { RunService } from '../service/run-service.js';
 import type { LeaseWaiters } from '../service/lease-waiters.js';
+import type { LeasePlanner, TeamLimitsSource } from '../service/lease-planner.js';
 import type { AuthLevel, Caller } from './auth.js';
 
 declare module 'fastify' {
@@ -40,6 +41,10 @@ export interface ApiConfig {
   silenceRequiredLabel?: LabelSelector | null;
   /** Timeouts and the connection cap of the server (default `limits.httpLimitsDefaults`). */
   http?: limits.HttpLimits;
+  /** Lease planner (src/service/lease-planner.ts): P2's share under P0/P1 backlog, team weights and dispatch caps. */
+  p2Share?: number;
+  teamLimits?: TeamLimitsSource | null;
+  fairTeams?: boolean;
 }
 
 export interface AppDeps {
@@ -63,5 +68,6 @@ export interface ApiContext {
   jobs: JobService;
   runs: RunService;
   waiters: LeaseWaiters;
+  planner: LeasePlanner;
 }
 

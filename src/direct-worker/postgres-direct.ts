@@ -31,6 +31,7 @@ import * as limits from '../limits.js';
 import { silentLogger, type Logger } from '../obs/log.js';
 import { Metrics } from '../obs/metrics.js';
 import { LeaseWaiters } from '../service/lease-waiters.js';
+import { LeasePlanner } from '../service/lease-planner.js';
 import { RunService } from '../service/run-service.js';
 import type { TeamScope } from '../store/store.js';
 import { openPostgresStore, type PostgresStore } from '../store/postgres/index.js';
@@ -87,7 +88,8 @@ export class PostgresWorkerApi implements WorkerApi {
   constructor(private readonly store: PostgresStore, private readonly scope: TeamScope, clock: Clock, logger: Logger) {
     this.sink = { log: logger, metrics: this.metrics };
     this.runs = new RunService({ store, clock, metrics: this.metrics, logger, resultBytesMax: limits.resultBytesMax });
-    this.waiters = new LeaseWaiters(store, clock, logger);
+    // Leases shaped as the API node shapes them (lanes, teams, dispatch caps).
+    this.waiters = new LeaseWaiters(new LeasePlanner({ store, clock, metrics: this.metrics, logger }).store, clock, logger);
   }
 
   async leaseRuns(body: LeaseRequest, options?: RequestOptions): Promise<{ runs: LeasedRun[] }> {

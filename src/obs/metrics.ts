@@ -8,6 +8,9 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 /** Fire-lag buckets in seconds: fine below 100 ms, where the targets are, coarse beyond. */
 const fireLagBucketsS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600];
 
+/** Teams named in labels before the rest are counted as "other". */
+export const teamLabelsMax = 50;
+
 export class Metrics {
   readonly registry = new Registry();
   readonly fireLagSeconds = new Histogram({
@@ -74,9 +77,32 @@ export class Metrics {
   });
   readonly readyLagSeconds = new Histogram({
     name: 'tickler_ready_lag_seconds',
-    help: 'From a run\'s ready time to its lease by a worker over HTTP (consumption lag, apart from fire lag); 0 for a run leased ahead',
+    help: 'From a run\'s ready time to its lease by a worker (consumption lag, apart from fire lag), by lane and team '
+      + '(the first 50 teams a node leases for by name, the rest as "other"); 0 for a run leased ahead',
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+    labelNames: ['lane', 'team'] as const,
     registers: [this.registry],
+  });
+  // Capacity (src/service/lease-planner.ts) ------------------------------------------------
+  readonly dispatchShare = new Gauge({
+    name: 'tickler_dispatch_share',
+    help: 'Each team\'s share of the runs this node leased in a lane over the last minute (teams bounded as for tickler_ready_lag_seconds)',
+    labelNames: ['lane', 'team'] as const,
+    registers: [this.registry],
+  });
+  /** Read at each scrape from the store, through the lease planner. */
+  resourceUsageSource: (() => Promise<{ name: string; inUse: number }[]>) | null = null;
+  readonly resourceInUse = new Gauge({
+    name: 'tickler_resource_in_use',
+    help: 'Slots held of each capped resource (runs running that hold one), across every node',
+    labelNames: ['resource'] as const,
+    registers: [this.registry],
+    collect: async () => {
+      const source = this.resourceUsageSource;
+      if (source === null) return;
+      this.resourceInUse.reset();
+      for (const usage of await source()) this.resourceInUse.set({ resource: usage.name }, usage.inUse);
+    },
   });
   readonly jobLastSuccessAgeSeconds = new Gauge({
     name: 'tickler_job_last_success_age_seconds',
@@ -129,6 +155,21 @@ export class Metrics {
     labelNames: ['code'],
     registers: [this.registry],
   });
+
+  private readonly teamsNamed = new Set<string>();
+
+  /** A team as a label value: the first `teamLabelsMax` teams by name, the rest as "other" (bounded series). */
+  teamLabel(team: string): string {
+    if (this.teamsNamed.has(team)) return team;
+    if (this.teamsNamed.size >= teamLabelsMax) return 'other';
+    this.teamsNamed.add(team);
+    return team;
+  }
+
+  observeReadyLag(run: { lane?: string; team: string; readyAtMs: number }, nowMs: number): void {
+    this.readyLagSeconds.observe({ lane: run.lane ?? 'unknown', team: this.teamLabel(run.team) },
+      Math.max(0, nowMs - run.readyAtMs) / 1_000);
+  }
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     // Unprefixed: stock Node.js dashboards look for process_cpu_seconds_total and nodejs_*.
