@@ -14,6 +14,7 @@ import {
 import { runWorkerConformance } from './conformance-runs.js';
 import { runHistoryConformance } from './conformance-history.js';
 import { runDispatchAheadConformance } from './conformance-dispatch-ahead.js';
+import { runCapacityConformance } from './conformance-capacity.js';
 
 export type { OpenStore, StoreHandle } from './conformance-fixtures.js';
 
@@ -25,6 +26,7 @@ export function runStoreConformance(name: string, open: OpenStore): void {
     runWorkerConformance(open);
     runHistoryConformance(open);
     runDispatchAheadConformance(open);
+    runCapacityConformance(open);
   });
 }
 

@@ -90,7 +90,7 @@ export class SqliteLeaseGates {
   private readonly selectInUse: Database.Statement<[], { name: string; max_concurrency: number; in_use: number }>;
   private readonly insertSlot: Database.Statement<[string, string, number]>;
   private readonly selectOfTeam: Database.Statement<[string, string, string, number, number, number], unknown[]>;
-  private readonly selectTeamsOfLane: Database.Statement<[string, string, string | null, number], { team: string }>;
+  private readonly selectTeamsOfLane: Database.Statement<{ pool: string; lane: string; team: string | null; now: number }, { team: string }>;
 
   constructor(private readonly db: Database.Database) {
     this.selectGateState = db.prepare(`SELECT (SELECT count(*) FROM resource_caps) AS caps,
@@ -111,15 +111,15 @@ export class SqliteLeaseGates {
     // The teams of a lane, one index seek each (a skip scan of runs_leasable_by_team), kept when one is due.
     this.selectTeamsOfLane = db.prepare(`
       WITH RECURSIVE t(team) AS (
-        SELECT (SELECT min(team) FROM runs WHERE pool = ?1 AND lane = ?2 AND status IN ('ready', 'retry_wait') AND held = 0
-                  AND (?3 IS NULL OR team = ?3))
+        SELECT (SELECT min(team) FROM runs WHERE pool = @pool AND lane = @lane AND status IN ('ready', 'retry_wait') AND held = 0
+                  AND (@team IS NULL OR team = @team))
         UNION ALL
-        SELECT (SELECT min(team) FROM runs WHERE pool = ?1 AND lane = ?2 AND status IN ('ready', 'retry_wait') AND held = 0
-                  AND team > t.team AND (?3 IS NULL OR team = ?3))
+        SELECT (SELECT min(team) FROM runs WHERE pool = @pool AND lane = @lane AND status IN ('ready', 'retry_wait') AND held = 0
+                  AND team > t.team AND (@team IS NULL OR team = @team))
           FROM t WHERE t.team IS NOT NULL
       )
-      SELECT team FROM t WHERE team IS NOT NULL AND (SELECT min(ready_at) FROM runs WHERE pool = ?1 AND lane = ?2
-        AND team = t.team AND status IN ('ready', 'retry_wait') AND held = 0) <= ?4`);
+      SELECT team FROM t WHERE team IS NOT NULL AND (SELECT min(ready_at) FROM runs WHERE pool = @pool AND lane = @lane
+        AND team = t.team AND status IN ('ready', 'retry_wait') AND held = 0) <= @now`);
   }
 
   /** The gate of a lease, or null when the pool is paused for the lease's whole scope. */
@@ -151,7 +151,7 @@ export class SqliteLeaseGates {
   readyLaneTeams(team: TeamScope, pool: string, nowMs: number): Map<Lane, string[]> {
     const backlog = new Map<Lane, string[]>();
     for (const lane of ['P0', 'P1', 'P2'] as const) {
-      const teams = this.selectTeamsOfLane.all(pool, lane, team, nowMs).map((row) => row.team);
+      const teams = this.selectTeamsOfLane.all({ pool, lane, team, now: nowMs }).map((row) => row.team);
       if (teams.length > 0) backlog.set(lane, teams);
     }
     return backlog;
@@ -187,8 +187,8 @@ export class SqliteLeaseGates {
   }
 
   listPoolPauses(pool: string | null): PoolPause[] {
-    return this.db.prepare<[string | null], { pool: string; team: string; at: number }>(
-      'SELECT pool, team, at FROM pool_pauses WHERE ?1 IS NULL OR pool = ?1 ORDER BY pool, team').all(pool)
+    return this.db.prepare<{ pool: string | null }, { pool: string; team: string; at: number }>(
+      'SELECT pool, team, at FROM pool_pauses WHERE @pool IS NULL OR pool = @pool ORDER BY pool, team').all({ pool })
       .map((row) => ({ pool: row.pool, team: row.team, atMs: row.at }));
   }
 
