@@ -10,7 +10,7 @@ import { allTeamsPause, type ResourceUsage } from '../store/store.js';
 import { notFound } from '../service/job-service.js';
 import type { App, ApiContext } from './context.js';
 import { scopeOf } from './auth.js';
-import { callerOf } from './route-helpers.js';
+import { assertEmptyBody, callerOf } from './route-helpers.js';
 import { TeamQuery } from './schemas.js';
 import { iso } from './wire.js';
 
@@ -87,6 +87,7 @@ export function registerCapacityRoutes(app: App, context: ApiContext): void {
         ? 'stop leasing the team\'s runs in the pool (an admin without ?team=: every team\'s); timers still fire'
         : 'lease again (an admin without ?team=: lifts every pause of the pool)', answers: { 200: PauseAnswer } } },
     }, async (request) => {
+      assertEmptyBody(request.body);
       const scope = scopeOf(callerOf(request), request.query.team);
       const { pool } = request.params;
       const paused = action === 'pause';
