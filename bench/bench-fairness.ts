@@ -1,8 +1,7 @@
 /**
  * Many teams on one pool (DESIGN.md "Many teams"), in process against the embedded store on a
  * temp file and the real clock: the store, the lease planner and workers leasing for every team
- * (an admin key) and completing at once, with no HTTP between them, so the figures are the
- * lease policy's and the store's.
+ * (an admin key), with no HTTP between them, so the figures are the lease policy's and the store's.
  *
  * 1. Team A floods the pool (`ready` runs ready, `pending` one-shot timers a day out) while team
  *    B creates `trickle` jobs a second due now for `seconds`; B's pickup lag (ready → leased),
@@ -12,7 +11,8 @@
  *    once, found over the run ledger (each run's leased → ended events).
  *
  * Sizes: `--size ready=N --size pending=N --size seconds=N --size trickle=N --size workers=N
- * --size capped=N`; `--quick` makes them small.
+ * --size batch=N --size capacity=N --size capped=N --size shareLeases=N`; `--quick` makes them
+ * small. The fleet gets through `capacity` runs a second, so team A's backlog outlasts the trickle.
  */
 import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -37,12 +37,14 @@ interface FairnessSizes {
   batch: number;
   capped: number;
   shareLeases: number;
+  /** Runs a second the worker fleet gets through: below it, team A's backlog outlasts the trickle. */
+  capacity: number;
 }
 
 const fullSizes: FairnessSizes = {
-  ready: 200_000, pending: 1_000_000, seconds: 30, trickle: 10, workers: 4, batch: 100, capped: 300, shareLeases: 400,
+  ready: 200_000, pending: 1_000_000, seconds: 30, trickle: 10, workers: 4, batch: 100, capped: 300, shareLeases: 400, capacity: 5_000,
 };
-const quickSizes: FairnessSizes = { ready: 2_000, pending: 2_000, seconds: 2, trickle: 10, workers: 2, batch: 50, capped: 30, shareLeases: 60 };
+const quickSizes: FairnessSizes = { ready: 2_000, pending: 2_000, seconds: 2, trickle: 10, workers: 2, batch: 50, capped: 30, shareLeases: 60, capacity: 1_000 };
 const createBatch = 5_000;
 const drainWaitMs = 5_000;
 const pool = 'shared';
@@ -89,7 +91,7 @@ async function runFairness(context: BenchContext): Promise<BenchResult> {
   const most = await resourceCap(join(dir, 'cap.db'), sizes);
   figures.push({ label: 'most runs of a resource capped at 5 running at once (run ledger)', value: most, unit: 'runs',
     target: { comparison: '<=', value: 5 } });
-  notes.push('in process: the embedded store on a temp file, the lease planner and admin-key workers completing at once; no HTTP');
+  notes.push('in process: the embedded store on a temp file, the lease planner and admin-key workers; no HTTP');
   return { name: fairnessBenchmark.name, title: fairnessBenchmark.title, parameters: { ...sizes }, figures, notes };
 }
 
@@ -137,7 +139,10 @@ function planned(store: Store, fair: boolean): Store {
   return new LeasePlanner({ store, clock, metrics: new Metrics(), logger: { warn: () => undefined }, fairTeams: fair }).store;
 }
 
-/** Workers leasing for every team, each lease completed at once, until `stop` says so. */
+/**
+ * Workers leasing for every team until `stop` says so, each lease's runs taking `runMs` (or,
+ * when 0, the fleet's share of `capacity`) and then completed together.
+ */
 function startWorkers(store: Store, sizes: FairnessSizes, onLeased: (runs: LeasedRun[], atMs: number) => void,
   runMs = 0): { stop(): Promise<void> } {
   let stopping = false;
@@ -149,7 +154,8 @@ function startWorkers(store: Store, sizes: FairnessSizes, onLeased: (runs: Lease
         await new Promise((resolve) => setTimeout(resolve, 5));
         continue;
       }
-      if (runMs > 0) await new Promise((resolve) => setTimeout(resolve, runMs));
+      const busyMs = runMs > 0 ? runMs : (runs.length * sizes.workers * 1_000) / sizes.capacity;
+      await new Promise((resolve) => setTimeout(resolve, busyMs));
       await Promise.all(runs.map((run) => store.completeRun({ team: null, runId: run.runId, fencingToken: run.fencingToken,
         status: 'succeeded', error: null, result: null, nowMs: clock.nowMs(), wantRun: false })));
     }
