@@ -23,16 +23,18 @@ export type LeasePick = 'queue' | 'lane' | 'lane-team' | 'named';
 /**
  * The conditions every lease statement adds to its claim. A pause of the whole pool is an
  * uncorrelated subquery, judged once per statement (a paused pool's lease reads no queue row);
- * a team's pause and a capped resource are probed per candidate, the resource only while some
- * cap exists. `named` (runs the gate admitted) keeps the capped ones.
+ * a team's pause and a capped resource are probed per candidate: the resource as a correlated
+ * scalar subquery (the job by its key, then each of its resources' caps by its key), which a NOT EXISTS
+ * was planned as a hashed subplan reading every tagged job. `named` (runs the gate admitted)
+ * keeps the capped ones.
  */
 export function leaseGateConditions(named: boolean): string {
   const paused = `AND NOT EXISTS (SELECT 1 FROM pool_pauses pa WHERE pa.pool = $1 AND pa.team = '${allTeamsPause}')
         AND NOT EXISTS (SELECT 1 FROM pool_pauses pt WHERE pt.pool = $1 AND pt.team = q.team)`;
   if (named) return paused;
   return `${paused}
-        AND (NOT EXISTS (SELECT 1 FROM resource_caps) OR NOT EXISTS (SELECT 1 FROM jobs g WHERE g.job_id = q.job_id
-             AND g.resources IS NOT NULL AND g.resources && (SELECT array_agg(c.name) FROM resource_caps c)))`;
+        AND (SELECT true FROM unnest((SELECT g.resources FROM jobs g WHERE g.job_id = q.job_id)) AS t(name)
+              WHERE (SELECT true FROM resource_caps c WHERE c.name = t.name) LIMIT 1) IS NULL`;
 }
 
 /** What the gates need of the lease statements (worker-runs.ts), passed in to keep the modules acyclic. */
