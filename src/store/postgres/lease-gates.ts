@@ -23,7 +23,8 @@ export type LeasePick = 'queue' | 'lane' | 'lane-team' | 'named';
 /**
  * The conditions every lease statement adds to its claim. A pause of the whole pool is an
  * uncorrelated subquery, judged once per statement (a paused pool's lease reads no queue row);
- * a team's pause and a capped resource are probed per candidate: the resource as a correlated
+ * a team's pause and a capped resource are probed per candidate, the resource only while some
+ * cap exists (an uncorrelated probe of the caps' key, judged once): as a correlated
  * scalar subquery (the job by its key, then each of its resources' caps by its key), which a NOT EXISTS
  * was planned as a hashed subplan reading every tagged job. `named` (runs the gate admitted)
  * keeps the capped ones.
@@ -33,8 +34,9 @@ export function leaseGateConditions(named: boolean): string {
         AND NOT EXISTS (SELECT 1 FROM pool_pauses pt WHERE pt.pool = $1 AND pt.team = q.team)`;
   if (named) return paused;
   return `${paused}
-        AND (SELECT true FROM unnest((SELECT g.resources FROM jobs g WHERE g.job_id = q.job_id)) AS t(name)
-              WHERE (SELECT true FROM resource_caps c WHERE c.name = t.name) LIMIT 1) IS NULL`;
+        AND ((SELECT true FROM resource_caps c0 ORDER BY c0.name LIMIT 1) IS NULL
+             OR (SELECT true FROM unnest((SELECT g.resources FROM jobs g WHERE g.job_id = q.job_id)) AS t(name)
+                  WHERE (SELECT true FROM resource_caps c WHERE c.name = t.name) LIMIT 1) IS NULL)`;
 }
 
 /** What the gates need of the lease statements (worker-runs.ts), passed in to keep the modules acyclic. */
