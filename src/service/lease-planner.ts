@@ -1,7 +1,7 @@
 /**
  * Shares each lease among lanes and teams (DESIGN.md "Many teams"): a Store wrapper (STYLE.md
  * §2) in front of the lease waiters. Before a lease it reads which teams have ready runs in each
- * lane of the pool (a few index seeks, re-read after runs became ready there or 100 ms on),
+ * lane of the pool (a few index seeks, read again 10 ms after runs became ready there, or 100 ms on),
  * takes tokens for the dispatch caps that apply (per lane, `PUT /v1/lanes/{lane}`; per team,
  * the team limits' `dispatch_per_s`) from buckets every node shares, and hands the store the
  * plan of `planLease` (src/domain/lease-policy.ts), whose state (the P2 credit, each lane's
@@ -37,6 +37,8 @@ export interface TeamLimitsSource {
 export const p2ShareDefault = 0.2;
 /** How long a pool's read of its ready teams serves leases when no run became ready there meanwhile. */
 const backlogReadTtlMs = 100;
+/** How soon after its last read a pool whose runs became ready meanwhile is read again. */
+const backlogRereadMs = 10;
 /** How long the lane caps read from the store serve (a cap written on another node takes this long to apply here). */
 const laneCapsReadTtlMs = 1_000;
 
@@ -114,10 +116,16 @@ export class LeasePlanner {
 
   private async backlogOf(entry: PoolEntry, team: TeamScope, pool: string, nowMs: number): Promise<Map<Lane, string[]>> {
     const key = team ?? '';
-    if (entry.stale) entry.backlogs.clear();
-    entry.stale = false;
     const known = entry.backlogs.get(key);
-    if (known !== undefined && nowMs >= known.atMs && nowMs - known.atMs < backlogReadTtlMs) return known.backlog;
+    const ageMs = known === undefined ? Number.POSITIVE_INFINITY : nowMs - known.atMs;
+    // Under a steady stream of dispatches runs become ready all the time: a busy pool is read
+    // again at most every `backlogRereadMs` (under the virtual clock, whenever it changed).
+    const rereadDue = entry.stale && (ageMs >= backlogRereadMs || this.options.clock.isVirtual);
+    if (known !== undefined && !rereadDue && ageMs >= 0 && ageMs < backlogReadTtlMs) return known.backlog;
+    if (rereadDue) {
+      entry.backlogs.clear();
+      entry.stale = false;
+    }
     const backlog = await this.options.store.readyLaneTeams(team, pool, nowMs);
     entry.backlogs.set(key, { atMs: nowMs, backlog });
     return backlog;
