@@ -84,6 +84,7 @@ export class PostgresWorkerApi implements WorkerApi {
   /** Where a batch's failed items are logged and counted. */
   private readonly sink: BatchSink;
   private readonly waiters: LeaseWaiters;
+  private readonly leasing = new Set<Promise<unknown>>();
 
   constructor(private readonly store: PostgresStore, private readonly scope: TeamScope, clock: Clock, logger: Logger) {
     this.sink = { log: logger, metrics: this.metrics };
@@ -94,8 +95,14 @@ export class PostgresWorkerApi implements WorkerApi {
 
   async leaseRuns(body: LeaseRequest, options?: RequestOptions): Promise<{ runs: LeasedRun[] }> {
     if (!checkLeaseBody.Check(body)) throw apiErrorOf(schemaIssueToError(checkLeaseBody.Errors(body)));
-    const leased = await answering(() => this.waiters.lease(leaseWaitRequestOf(body, this.scope, options?.signal)));
-    return { runs: leased.map(leasedRunToWire) };
+    const leasing = answering(() => this.waiters.lease(leaseWaitRequestOf(body, this.scope, options?.signal)));
+    // A lease takes a few statements (its plan, then the lease): close lets the ones begun end first.
+    this.leasing.add(leasing);
+    try {
+      return { runs: (await leasing).map(leasedRunToWire) };
+    } finally {
+      this.leasing.delete(leasing);
+    }
   }
 
   heartbeat(runId: string, fencingToken: string): Promise<{ lease_expires_at: string }> {
@@ -134,6 +141,7 @@ export class PostgresWorkerApi implements WorkerApi {
   /** Answers parked leases with no runs and closes the connections. */
   async close(): Promise<void> {
     this.waiters.close();
+    await Promise.allSettled([...this.leasing]);
     await this.store.close();
   }
 
