@@ -70,7 +70,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.decorateRequest('rawBody', null);
 
   const planner = new LeasePlanner({ store: deps.store, clock: deps.clock, metrics: deps.metrics, logger: deps.logger,
-    p2Share: deps.config.p2Share ?? p2ShareDefault, teamLimits: deps.config.teamLimits ?? null, fairTeams: deps.config.fairTeams !== false });
+    p2Share: deps.config.p2Share ?? p2ShareDefault, teamLimits: deps.config.teamLimitsSource ?? null, fairTeams: deps.config.fairTeams !== false });
   const context: ApiContext = {
     deps,
     jobs: new JobService({

@@ -43,7 +43,8 @@ export interface ApiConfig {
   http?: limits.HttpLimits;
   /** Lease planner (src/service/lease-planner.ts): P2's share under P0/P1 backlog, team weights and dispatch caps. */
   p2Share?: number;
-  teamLimits?: TeamLimitsSource | null;
+  /** Each team's `dispatch_per_s` and `weight` (the team limits), when the server has them. */
+  teamLimitsSource?: TeamLimitsSource | null;
   fairTeams?: boolean;
 }
 

@@ -27,11 +27,12 @@ import type { DispatchLeaser, LeasedRun, LeaseRunsRequest, Store, TeamScope } fr
 import { DispatchShares, type NoisyNeighbour } from './dispatch-shares.js';
 
 /**
- * What the lease planner reads of a team's limits. Team limits (`GET/PUT /v1/teams/{team}/limits`)
- * answer this shape; until they are wired, every team has weight 1 and no dispatch cap.
+ * What the lease planner reads of a team's limits (`GET/PUT /v1/teams/{team}/limits`): its
+ * `dispatch_per_s` (null: none) and `weight`, as the team limits' `teamLimits(team)` answers
+ * them. Without a source every team has weight 1 and no dispatch cap.
  */
 export interface TeamLimitsSource {
-  teamLimits(team: string): { dispatch_per_s?: number | null; weight?: number | null };
+  teamLimits(team: string): { dispatchPerS: number | null; weight: number };
 }
 
 export const p2ShareDefault = 0.2;
@@ -181,7 +182,7 @@ export class LeasePlanner {
     }
     const teams = new Set([...backlog.values()].flat());
     for (const team of teams) {
-      const rate = this.options.teamLimits?.teamLimits(team).dispatch_per_s;
+      const rate = this.options.teamLimits?.teamLimits(team).dispatchPerS;
       if (typeof rate === 'number' && rate > 0) rates.set(teamBudgetKey(team), rate);
     }
     if (rates.size === 0) return { lanes: null, teams: null, rates };

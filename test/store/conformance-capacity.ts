@@ -100,7 +100,7 @@ export function runCapacityConformance(open: OpenStore): void {
         assert.deepEqual(order.slice(6), ['team-a', 'team-a'], 'team-a takes everything once team-b is served');
         // A batch lease shares by weight too: 2 to 1.
         await readyRuns(store, { count: 50, team: 'team-b', readyMs: t0Ms + 1 });
-        const weighted = planned(store, { teamLimits: { teamLimits: (team) => ({ weight: team === 'team-a' ? 2 : 1 }) } });
+        const weighted = planned(store, { teamLimits: { teamLimits: (team) => ({ dispatchPerS: null, weight: team === 'team-a' ? 2 : 1 }) } });
         const batch = await weighted.leaseRuns(request(30, t0Ms + 1));
         assert.equal(batch.filter((run) => run.team === 'team-a').length, 20);
         assert.equal(batch.filter((run) => run.team === 'team-b').length, 10);
@@ -216,7 +216,7 @@ export function runCapacityConformance(open: OpenStore): void {
     void it('a team\'s dispatch_per_s slows its runs and not another team\'s', () => withStore(open, async (store) => {
       await readyRuns(store, { count: 20, team: 'team-a' });
       await readyRuns(store, { count: 20, team: 'team-b' });
-      const leases = planned(store, { teamLimits: { teamLimits: (team) => (team === 'team-a' ? { dispatch_per_s: 4 } : {}) } });
+      const leases = planned(store, { teamLimits: { teamLimits: (team) => ({ dispatchPerS: team === 'team-a' ? 4 : null, weight: 1 }) } });
       const runs = await leases.leaseRuns(request(30, t0Ms));
       assert.equal(runs.filter((run) => run.team === 'team-a').length, 4);
       assert.equal(runs.filter((run) => run.team === 'team-b').length, 20);
