@@ -17,6 +17,8 @@ const layers = {
   // The SDK runs in users' processes: none of the server's code.
   worker: ['store', 'service', 'scheduler', 'api', 'direct-worker', 'cli', 'migrate', 'server', 'index'],
   'direct-worker': ['scheduler', 'cli', 'migrate', 'server', 'index'],
+  // One node's wiring (server.ts and its parts): everything but the command line and the package entry.
+  server: ['cli', 'index'],
 };
 
 function layerRule([folder, forbidden]) {

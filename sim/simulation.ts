@@ -26,12 +26,12 @@ import { JobService } from '../src/service/job-service.js';
 import { LeaseWaiters } from '../src/service/lease-waiters.js';
 import { RunService } from '../src/service/run-service.js';
 import type { JobCreateBody, JobPatchBody } from '../src/api/schemas.js';
-import type { DispatchItem, DispatchResult, ExpiredLease, LeasedRun, ShardLease, Store } from '../src/store/store.js';
+import type { ExpiredLease, FencedTimer, FiredRun, LeasedRun, ShardLease, Store } from '../src/store/store.js';
 import { openSqliteStore, type SqliteStore } from '../src/store/sqlite/index.js';
 import { Prng } from '../chaos/prng.js';
 import { NodeClock } from './node-clock.js';
 import { closeInterval, openInterval, newlyOwedOccurrences, type SimJob } from './model.js';
-import { Recorder, brokenStore, nodeStore, recordingStore, type Bug, type NodeControl } from './stores.js';
+import { Recorder, brokenStore, firingCalls, nodeStore, recordingStore, type Bug, type NodeControl } from './stores.js';
 
 export interface SimOptions {
   seed: number;
@@ -276,13 +276,14 @@ class Simulation {
   }
 
   private noteNodeCall(id: string, call: string, args: readonly unknown[], result: unknown): void {
-    if (call === 'dispatch') {
-      const items = args[0] as readonly DispatchItem[];
-      const results = result as readonly DispatchResult[];
+    if (firingCalls.has(call)) {
+      const items = args[0] as readonly FencedTimer[];
+      const results = result as readonly { kind: string; runs?: FiredRun[] }[];
+      const stage = call === 'dispatch' ? 'whole' : call === 'writeRunsAhead' ? 'ahead' : 'finish';
       const text = items.map((item, index) => {
         const answer = results[index]!;
-        const runs = answer.kind === 'dispatched' ? answer.runs.map((run) => `@${run.runId.slice(0, 6)}=${run.status}`).join('') : '';
-        return `${this.nameOf(item.jobId)}/${item.stage ?? 'whole'}/${item.shardToken}:${answer.kind}${runs}`;
+        const runs = (answer.runs ?? []).map((run) => `@${run.runId.slice(0, 6)}=${run.status}`).join('');
+        return `${this.nameOf(item.jobId)}/${stage}/${item.shardToken}:${answer.kind}${runs}`;
       });
       this.log(`${id} dispatch ${text.join(' ')}`);
     } else if (call === 'acquireShardLeases') {

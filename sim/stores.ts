@@ -13,7 +13,7 @@
  *   Only the simulator builds it; the real stores have no such switch.
  */
 import { TicklerError } from '../src/errors.js';
-import type { DispatchItem, DispatchResult, LeasedRun, ShardLease, Store } from '../src/store/store.js';
+import type { FencedTimer, FiredRun, FiringRefused, LeasedRun, ShardLease, Store } from '../src/store/store.js';
 import type { Prng } from '../chaos/prng.js';
 
 export type Bug = 'none' | 'fence' | 'next-timer';
@@ -60,12 +60,14 @@ export class Recorder {
     if (leases.length > 0) this.onGrant(leases);
   }
 
-  checkDispatch(items: readonly DispatchItem[], results: readonly DispatchResult[], startSeq: number, endSeq: number): void {
+  /** Any firing operation's answers: `dispatch`, `writeRunsAhead` or `finishAhead`. */
+  checkDispatch(items: readonly FencedTimer[], results: readonly (FiringRefused | { kind: string; runs?: FiredRun[] })[],
+    startSeq: number, endSeq: number): void {
     items.forEach((item, index) => {
       const result = results[index];
       if (result === undefined) return;
       if (result.kind === 'stale_token') this.counts.staleDispatches++;
-      if (result.kind !== 'dispatched') return;
+      if (result.kind === 'stale_token' || result.kind === 'timer_gone') return;
       this.counts.dispatched++;
       const token = BigInt(item.shardToken);
       const newer = (this.shardGrants.get(item.shard) ?? []).find((grant) => grant.token > token && grant.endSeq < startSeq);
@@ -73,7 +75,7 @@ export class Recorder {
         this.violation(`dispatch of timer ${item.timerId} (job ${item.jobId}) accepted under shard ${item.shard} token ${token}, ` +
           `though token ${newer.token} was granted before it started`);
       }
-      for (const run of result.runs) {
+      for (const run of 'runs' in result ? result.runs ?? [] : []) {
         if (run.inserted) {
           if (this.inserted.has(run.runId)) this.violation(`run ${run.runId} of job ${item.jobId} inserted twice`);
           this.inserted.add(run.runId);
@@ -126,12 +128,9 @@ export function recordingStore(inner: Store, recorder: Recorder): Store {
       recorder.noteGrants(granted, ++recorder.seq);
       return granted;
     },
-    dispatch: async (items, nowMs) => {
-      const startSeq = ++recorder.seq;
-      const results = await inner.dispatch(items, nowMs);
-      recorder.checkDispatch(items, results, startSeq, ++recorder.seq);
-      return results;
-    },
+    dispatch: checkedFiring(recorder, (items, nowMs) => inner.dispatch(items, nowMs)),
+    writeRunsAhead: checkedFiring(recorder, (items, nowMs) => inner.writeRunsAhead(items, nowMs)),
+    finishAhead: checkedFiring(recorder, (items, nowMs) => inner.finishAhead(items, nowMs)),
     leaseRuns: async (request) => {
       const runs = await inner.leaseRuns(request);
       recorder.noteRunLeases(runs, ++recorder.seq);
@@ -154,12 +153,24 @@ export function recordingStore(inner: Store, recorder: Recorder): Store {
   return withOverrides(inner, overrides);
 }
 
+/** A firing operation whose answers the recorder checks, numbered on its sequence. */
+function checkedFiring<Item extends FencedTimer, Result extends FiringRefused | { kind: string; runs?: FiredRun[] }>(
+  recorder: Recorder, fire: (items: readonly Item[], nowMs: number) => Promise<Result[]>,
+): (items: readonly Item[], nowMs: number) => Promise<Result[]> {
+  return async (items, nowMs) => {
+    const startSeq = ++recorder.seq;
+    const results = await fire(items, nowMs);
+    recorder.checkDispatch(items, results, startSeq, ++recorder.seq);
+    return results;
+  };
+}
+
 /** What a node's faults are now; the simulation changes them between steps. */
 export interface NodeControl {
   readonly name: string;
   dead: boolean;
   frozen: boolean;
-  /** Freeze at the next dispatch, between its lease check and the store: the zombie. */
+  /** Freeze at the next firing call (any of `firingCalls`), between its lease check and the store: the zombie. */
   freezeAtNextDispatch: boolean;
   /** Called when the node freezes itself at a dispatch. */
   onFrozenAtDispatch(): void;
@@ -181,11 +192,14 @@ export interface NodeControl {
 
 const never = new Promise<never>(() => undefined);
 
+/** The store operations that fire timers, each fenced by a shard token. */
+export const firingCalls: ReadonlySet<string> = new Set(['dispatch', 'writeRunsAhead', 'finishAhead']);
+
 export function nodeStore(inner: Store, node: NodeControl): Store {
   async function call<T>(name: string, body: () => Promise<T>): Promise<T> {
     if (node.dead) return never;
     while (node.frozen) await node.thawed();
-    if (name === 'dispatch' && node.freezeAtNextDispatch) {
+    if (firingCalls.has(name) && node.freezeAtNextDispatch) {
       node.freezeAtNextDispatch = false;
       node.onFrozenAtDispatch();
       while (node.frozen) await node.thawed();
@@ -223,7 +237,7 @@ export function nodeStore(inner: Store, node: NodeControl): Store {
       if (property === 'onNearTimers') return subscribe(inner.onNearTimers.bind(inner));
       if (property === 'onNearTimersMissed') return subscribe(inner.onNearTimersMissed.bind(inner));
       const value: unknown = Reflect.get(target, property, target);
-      if (typeof value !== 'function' || property === 'setDispatchLeaser') return value;
+      if (typeof value !== 'function' || property === 'setParkedWaiters') return value;
       const method = value as (...args: unknown[]) => Promise<unknown>;
       return (...args: unknown[]) => call(String(property), async () => {
         const result = await method.apply(target, args);
@@ -253,6 +267,11 @@ export function brokenStore(inner: Store, bug: Bug): Store {
       // The skipped next-timer write: a recurring job's chain ends at its first firing.
       return { ...item, nextTimer: null };
     }), nowMs),
+    // A one-shot's runs written ahead and finished: only the fence is broken for them.
+    writeRunsAhead: (items, nowMs) => inner.writeRunsAhead(bug === 'fence'
+      ? items.map((item) => ({ ...item, shardToken: highest.get(item.shard) ?? item.shardToken })) : items, nowMs),
+    finishAhead: (items, nowMs) => inner.finishAhead(bug === 'fence'
+      ? items.map((item) => ({ ...item, shardToken: highest.get(item.shard) ?? item.shardToken })) : items, nowMs),
   });
 }
 

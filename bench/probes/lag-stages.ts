@@ -34,6 +34,7 @@
  * `--cpu-prof DIR` profiles the server; the profile is written when it exits.
  * `--lease-ahead-ms N` has the worker lease runs N ms before they are ready (`leaseAheadMs`);
  * its lease then comes before the fire time, so "dispatch -> lease" turns negative.
+ * `--prefetch N` (default 50, as bench:peers; 0 is the SDK's default) sets the worker's prefetch.
  * `--hold-ahead-max N` gives it N places for runs held for their time (`holdAheadMax`, as
  * bench:peers runs it: `--lease-ahead-ms 3000 --hold-ahead-max 50000`).
  */
@@ -58,6 +59,7 @@ const { values: options } = parseArgs({
     rounds: { type: 'string', default: '1' },
     windows: { type: 'boolean', default: false },
     'lease-ahead-ms': { type: 'string', default: '0' },
+    prefetch: { type: 'string', default: '50' },
     'hold-ahead-max': { type: 'string', default: '0' },
     store: { type: 'string', default: 'sqlite' },
   },
@@ -135,7 +137,7 @@ async function measureRound(client: BenchServer['client'], round: number): Promi
     return completeRunsBriefly(items, ...rest);
   };
   const worker = createWorker({
-    client, pool, concurrency: 50, prefetch: 50, leaseAheadMs: Number(options['lease-ahead-ms']),
+    client, pool, concurrency: 50, prefetch: Number(options.prefetch), leaseAheadMs: Number(options['lease-ahead-ms']),
     holdAheadMax: Number(options['hold-ahead-max']),
     logger: { debug: quiet, info: quiet, warn: quiet, error: quiet },
     handler: (run) => {

@@ -140,10 +140,9 @@ await step('triggerJob', () => store.triggerJob('team-a', job.job_id, nowMs));
 const fresh = await one<{ job_id: string; version: number }>(
   `SELECT job_id, version FROM jobs WHERE team = 'team-a' AND state = 'active' ORDER BY job_id LIMIT 1 OFFSET 900`);
 const aheadTimers = (await store.loadTimers({ shards: [...tokenOf.keys()], untilMs: Number.MAX_SAFE_INTEGER, limit: 400 })).slice(300, 400);
-await step('dispatch ahead', () => store.dispatch(aheadTimers.map((timer) => ({
-  shard: timer.shard, shardToken: tokenOf.get(timer.shard)!, timerId: timer.timerId, jobId: timer.jobId, stage: 'ahead' as const,
+await step('writeRunsAhead', () => store.writeRunsAhead(aheadTimers.map((timer) => ({
+  shard: timer.shard, shardToken: tokenOf.get(timer.shard)!, timerId: timer.timerId, jobId: timer.jobId,
   occurrences: [{ scheduledAtMs: timer.scheduledAtMs, fireAtMs: timer.fireAtMs + 3_600_000, status: 'ready' as const }],
-  nextTimer: null,
 })), nowMs));
 await step('changeJob ahead', async () => {
   const current = (await store.getJob('team-a', aheadTimers[0]!.jobId))!;

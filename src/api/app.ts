@@ -30,6 +30,8 @@ import { registerOpenApi } from './openapi.js';
 import { registerUiDataRoutes } from './routes-ui-data.js';
 import { registerWebUi } from './web-ui.js';
 import { registerCapacityRoutes } from './routes-capacity.js';
+import { registerTeamRoutes } from './routes-teams.js';
+import { TeamLimits, retryAfterSOf } from '../service/team-limits.js';
 
 export type { ApiConfig, ApiContext, App, AppDeps } from './context.js';
 
@@ -69,11 +71,14 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.decorateRequest('caller', null);
   app.decorateRequest('rawBody', null);
 
+  const teamLimits = new TeamLimits({ store: deps.store, clock: deps.clock, logger: deps.logger });
   const planner = new LeasePlanner({ store: deps.store, clock: deps.clock, metrics: deps.metrics, logger: deps.logger,
-    p2Share: deps.config.p2Share ?? p2ShareDefault, teamLimits: deps.config.teamLimitsSource ?? null, fairTeams: deps.config.fairTeams !== false });
+    p2Share: deps.config.p2Share ?? p2ShareDefault, teamLimits, fairTeams: deps.config.fairTeams !== false });
   const context: ApiContext = {
     deps,
+    teamLimits,
     jobs: new JobService({
+      teamLimits,
       store: deps.store, clock: deps.clock, metrics: deps.metrics,
       cronToleranceDefaultS: deps.config.cronToleranceDefaultS, payloadBytesMax: deps.config.payloadBytesMax,
       dispatchAtCreate: deps.config.dispatchAtCreate !== false,
@@ -109,6 +114,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       registerRunRoutes(scoped, context);
       registerUiDataRoutes(scoped, context);
       registerCapacityRoutes(scoped, context);
+      registerTeamRoutes(scoped, context);
       registerWebUi(scoped);
     }
     registerOperationRoutes(scoped, context);
@@ -117,6 +123,14 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // a parked long-poll would hold shutdown for up to wait_s.
   app.addHook('preClose', async () => {
     context.waiters.close();
+  });
+  // The limits are in force before the first request: the file's stored, then every entry read.
+  app.addHook('onReady', async () => {
+    if (deps.config.teamLimits !== undefined && deps.config.teamLimits.length > 0) await teamLimits.put(deps.config.teamLimits);
+    await teamLimits.start();
+  });
+  app.addHook('onClose', async () => {
+    teamLimits.close();
   });
   return app as unknown as FastifyInstance;
 }
@@ -156,6 +170,8 @@ function installErrorHandling(app: App, deps: AppDeps): void {
     if (known.code === 'unauthorized') void reply.header('www-authenticate', 'Bearer');
     // An outage is worth retrying soon; say when, as a 429 would.
     if (known.code === 'unavailable') void reply.header('retry-after', '1');
+    const retryAfterS = retryAfterSOf(known);
+    if (retryAfterS !== null) void reply.header('retry-after', String(retryAfterS));
     return reply.code(known.status).send(known.toBody());
   });
   app.setNotFoundHandler((request, reply) => {

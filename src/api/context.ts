@@ -15,7 +15,9 @@ import type { JobService } from '../service/job-service.js';
 import type { LabelSelector } from '../service/job-spec.js';
 import type { RunService } from '../service/run-service.js';
 import type { LeaseWaiters } from '../service/lease-waiters.js';
-import type { LeasePlanner, TeamLimitsSource } from '../service/lease-planner.js';
+import type { LeasePlanner } from '../service/lease-planner.js';
+import type { TeamLimits } from '../service/team-limits.js';
+import type { TeamLimitsEntry } from '../store/store.js';
 import type { AuthLevel, Caller } from './auth.js';
 
 declare module 'fastify' {
@@ -43,9 +45,9 @@ export interface ApiConfig {
   http?: limits.HttpLimits;
   /** Lease planner (src/service/lease-planner.ts): P2's share under P0/P1 backlog, team weights and dispatch caps. */
   p2Share?: number;
-  /** Each team's `dispatch_per_s` and `weight` (the team limits), when the server has them. */
-  teamLimitsSource?: TeamLimitsSource | null;
   fairTeams?: boolean;
+  /** `--limits FILE`: team limits stored when the app is ready, before it answers. */
+  teamLimits?: readonly TeamLimitsEntry[];
 }
 
 export interface AppDeps {
@@ -70,5 +72,6 @@ export interface ApiContext {
   runs: RunService;
   waiters: LeaseWaiters;
   planner: LeasePlanner;
+  teamLimits: TeamLimits;
 }
 

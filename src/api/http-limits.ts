@@ -13,10 +13,7 @@
 import { STATUS_CODES, type ServerOptions, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { TicklerError } from '../errors.js';
-import { httpHeadersBytesMax, type HttpLimits } from '../limits.js';
-
-/** How often, at most, Node looks for requests past their timeout (its default is 30 s). */
-const checkIntervalMsMax = 1_000;
+import { apiHttpTimeoutCheckIntervalMsMax, httpHeadersBytesMax, type HttpLimits } from '../limits.js';
 
 /** The fastify options that set the limits; `onError` counts what was answered. */
 export function httpServerOptions(limits: HttpLimits, onError: (code: string) => void) {
@@ -25,7 +22,7 @@ export function httpServerOptions(limits: HttpLimits, onError: (code: string) =>
     requestTimeout: limits.requestTimeoutMs,
     keepAliveTimeout: limits.idleTimeoutMs,
     maxHeaderSize: httpHeadersBytesMax,
-    connectionsCheckingInterval: Math.max(10, Math.min(checkIntervalMsMax, Math.floor(limits.headersTimeoutMs / 4))),
+    connectionsCheckingInterval: Math.max(10, Math.min(apiHttpTimeoutCheckIntervalMsMax, Math.floor(limits.headersTimeoutMs / 4))),
   };
   return {
     http,

@@ -13,12 +13,7 @@ import { checkId, callerOf, instantOf } from './route-helpers.js';
 import { iso, isoOrNull, jobToWire, runToWire } from './wire.js';
 import { fireLagMs, occurrencesInWindow, type Occurrence } from '../service/occurrences.js';
 import { buildOverview, overviewLimits } from '../service/overview.js';
-
-/** The longest window one occurrences call covers. */
-export const occurrenceWindowDaysMax = 31;
-/** Replays a team may start at once, and how many more each second gives it. */
-export const replayBurst = 50;
-export const replaysPerSecond = 10;
+import { apiOccurrenceWindowDaysMax, apiReplayBurstCount, apiReplayRefillCountPerS } from '../limits.js';
 
 const dayMs = 86_400_000;
 const instant = Type.String({ maxLength: 64 });
@@ -34,7 +29,7 @@ const OccurrencesQuery = Type.Object({
 }, { additionalProperties: false });
 
 const ReplayBatchBody = Type.Object({
-  run_ids: Type.Array(Type.String(), { minItems: 1, maxItems: replayBurst }),
+  run_ids: Type.Array(Type.String(), { minItems: 1, maxItems: apiReplayBurstCount }),
 }, { additionalProperties: false });
 
 const loose = (properties: Record<string, TSchema>, description?: string) =>
@@ -73,8 +68,8 @@ export function registerUiDataRoutes(app: App, context: ApiContext): void {
     const sinceMs = instantOf(query.since, 'since')!;
     const untilMs = instantOf(query.until, 'until') ?? nowMs;
     if (untilMs <= sinceMs) throw new TicklerError('invalid_request', 'until must be after since', { field: 'until' });
-    if (untilMs - sinceMs > occurrenceWindowDaysMax * dayMs) {
-      throw new TicklerError('invalid_request', `a window spans at most ${occurrenceWindowDaysMax} days`, { field: 'until' });
+    if (untilMs - sinceMs > apiOccurrenceWindowDaysMax * dayMs) {
+      throw new TicklerError('invalid_request', `a window spans at most ${apiOccurrenceWindowDaysMax} days`, { field: 'until' });
     }
     if (query.job_id !== undefined) await context.jobs.get(scope, checkId(query.job_id, 'job'));
     const window = await occurrencesInWindow(deps.store, {
@@ -130,20 +125,20 @@ export function registerUiDataRoutes(app: App, context: ApiContext): void {
   const buckets = new Map<string, { tokens: number; atMs: number }>();
   app.post('/v1/runs::replay', {
     schema: { body: ReplayBatchBody, querystring: TeamQuery },
-    config: { doc: { summary: `replay up to ${replayBurst} dead runs, rate-limited per team; each item answers for itself, in order`, answers: { 200: ReplayBatchAnswer }, errors: [429] } },
+    config: { doc: { summary: `replay up to ${apiReplayBurstCount} dead runs, rate-limited per team; each item answers for itself, in order`, answers: { 200: ReplayBatchAnswer }, errors: [429] } },
   }, async (request, reply) => {
     const scope = scopeOf(callerOf(request), request.query.team);
     const ids = request.body.run_ids;
     const nowMs = deps.clock.nowMs();
     const bucketKey = scope ?? '';
-    const bucket = buckets.get(bucketKey) ?? { tokens: replayBurst, atMs: nowMs };
-    bucket.tokens = Math.min(replayBurst, bucket.tokens + ((nowMs - bucket.atMs) / 1000) * replaysPerSecond);
+    const bucket = buckets.get(bucketKey) ?? { tokens: apiReplayBurstCount, atMs: nowMs };
+    bucket.tokens = Math.min(apiReplayBurstCount, bucket.tokens + ((nowMs - bucket.atMs) / 1000) * apiReplayRefillCountPerS);
     bucket.atMs = nowMs;
     buckets.set(bucketKey, bucket);
     if (bucket.tokens < ids.length) {
-      void reply.header('retry-after', String(Math.max(1, Math.ceil((ids.length - bucket.tokens) / replaysPerSecond))));
+      void reply.header('retry-after', String(Math.max(1, Math.ceil((ids.length - bucket.tokens) / apiReplayRefillCountPerS))));
       throw new TicklerError('rate_limited',
-        `replays are limited to ${replaysPerSecond}/s per team (bursts of ${replayBurst}); ${Math.floor(bucket.tokens)} may start now`);
+        `replays are limited to ${apiReplayRefillCountPerS}/s per team (bursts of ${apiReplayBurstCount}); ${Math.floor(bucket.tokens)} may start now`);
     }
     bucket.tokens -= ids.length;
     const results: unknown[] = [];

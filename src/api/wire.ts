@@ -8,6 +8,7 @@ import { canonicalInstantMs } from '../domain/instant.js';
 import type { JobRecord, RunEvent, RunRecord } from '../domain/types.js';
 import type { LeasedRun, RunWithEvents } from '../store/store.js';
 import type { LeasedRun as WireLeasedRun } from '../worker/wire.js';
+import { apiIsoCacheEntriesCountMax } from '../limits.js';
 
 export function isoOrNull(instantMs: number | null): string | null {
   return instantMs === null ? null : iso(instantMs);
@@ -20,12 +21,11 @@ export function isoOrNull(instantMs: number | null): string | null {
  * alternate (a one-entry memo missed on every field). Cleared when full, so it stays small.
  */
 const isoCache = new Map<number, string>();
-const isoCacheEntriesMax = 64;
 
 export function iso(instantMs: number): string {
   let text = isoCache.get(instantMs);
   if (text === undefined) {
-    if (isoCache.size >= isoCacheEntriesMax) isoCache.clear();
+    if (isoCache.size >= apiIsoCacheEntriesCountMax) isoCache.clear();
     text = new Date(instantMs).toISOString();
     isoCache.set(instantMs, text);
   }

@@ -15,6 +15,7 @@ import { TicklerApiError } from '../worker/errors.js';
 import { parseJobsFile, JobsFileError, type KeyedSpec } from '../migrate/jobs-file.js';
 import { dstWarnings } from '../migrate/dst-warnings.js';
 import { CliUsageError } from './serve-options.js';
+import { cliApplyPreviewCount, cliApplyUpsertConcurrencyCount } from '../limits.js';
 
 export interface ApplyFlags {
   file: string;
@@ -35,8 +36,6 @@ export interface ApplyReport {
 /** The fields of a job that its spec sets (docs/API.md's create body), for the diff. */
 const specFields = ['schedule', 'pool', 'payload', 'lane', 'tolerance_s', 'retry', 'overlap', 'catch_up', 'catch_up_window_s',
   'dst', 'idempotency', 'lease_s', 'max_silence_s', 'resources', 'labels', 'state'] as const;
-const upsertConcurrency = 8;
-const previewCount = 3;
 
 export function readJobsFileText(file: string): string {
   try {
@@ -83,7 +82,7 @@ export async function runApply(client: TicklerClient, flags: ApplyFlags, out: (l
       }
     }
   };
-  await Promise.all(Array.from({ length: Math.min(upsertConcurrency, specs.length) }, worker));
+  await Promise.all(Array.from({ length: Math.min(cliApplyUpsertConcurrencyCount, specs.length) }, worker));
   for (const group of lines) for (const line of group) out(line);
   for (const failure of report.failed) err(`tickler: ${failure.key}: ${failure.message}`);
   if (flags.prune === true) await prune(client, flags, new Set(specs.map((spec) => spec.key)), report, out);
@@ -110,7 +109,7 @@ async function dryRunDetail(client: TicklerClient, before: Job | undefined, afte
   const schedule = after.schedule;
   if (after.state === 'active' && 'cron' in schedule && typeof schedule.cron === 'string') {
     const tz = schedule.tz ?? 'UTC';
-    const preview = await client.previewSchedule({ cron: schedule.cron, tz, count: previewCount, gap: after.dst.gap, repeat: after.dst.repeat });
+    const preview = await client.previewSchedule({ cron: schedule.cron, tz, count: cliApplyPreviewCount, gap: after.dst.gap, repeat: after.dst.repeat });
     for (const item of preview.items) lines.push(`    next: ${item.local} (${tz}) = ${item.scheduled_at}`);
     for (const warning of dstWarnings(schedule.cron, tz, Date.now())) {
       lines.push(`    WARNING: ${warning.times.join(', ')} ${tz} falls into the DST ${warning.kind} at ${warning.at}: ` +

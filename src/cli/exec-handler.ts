@@ -24,12 +24,11 @@ import type { Readable, Writable } from 'node:stream';
 import { SystemClock, type Clock } from '../clock.js';
 import { PermanentError } from '../worker/errors.js';
 import type { RunHandler, WorkerLogger, WorkerRun } from '../worker/run-attempt.js';
+import { cliExecKillGraceMsDefault, cliExecStderrTailBytesMax } from '../limits.js';
 
 export const exitCodeSucceeded = 0;
 export const exitCodePermanent = 65;
 export const exitCodeTemporary = 75;
-export const stderrTailBytesMax = 4_096;
-const killGraceMsDefault = 5_000;
 
 /** The CMD of `tickler worker --exec` that runs each run's own command from its payload. */
 export const payloadCommand = '@payload';
@@ -151,13 +150,13 @@ export class TailBuffer {
 
 export function createExecHandler(options: ExecHandlerOptions): RunHandler {
   const clock = options.clock ?? new SystemClock();
-  const killGraceMs = options.killGraceMs ?? killGraceMsDefault;
+  const killGraceMs = options.killGraceMs ?? cliExecKillGraceMsDefault;
   const stderrSink = options.stderrSink ?? ((chunk: Buffer) => process.stderr.write(chunk));
   const stdoutSink = options.stdoutSink ?? ((chunk: Buffer) => process.stdout.write(chunk));
   const fromPayload = options.command === payloadCommand;
   return (run, { signal }) => new Promise<unknown>((resolve, reject) => {
     const spec: ExecSpec = fromPayload ? execSpecOf(run.payload) : { command: options.command };
-    const stderrTail = new TailBuffer(stderrTailBytesMax);
+    const stderrTail = new TailBuffer(cliExecStderrTailBytesMax);
     // Its own process group, so that a kill reaches whatever the shell started too: a
     // grandchild left alive would keep the stderr pipe open and the run from ending.
     const child = spawn(spec.shell ?? '/bin/sh', ['-c', spec.command], {

@@ -63,6 +63,7 @@ export function buildProgram(env: NodeJS.ProcessEnv = process.env): Command {
     .option('--roles <roles>', `api, scheduler or both (default ${serveDefaults.roles})`)
     .option('--node-id <id>', 'this node\'s name (default host-pid)')
     .option('--api-keys <file>', 'API keys file: team=KEY lines or {"team": "KEY"}')
+    .option('--limits <file>', 'team limits stored at start: {"default": {"create_per_s": 100, "pending_max": 100000}, "team-a": {...}}')
     .option('--virtual-clock', 'time moves only through POST /v1/clock/advance')
     .option('--start-at <time>', 'virtual clock start (RFC 3339)')
     .addOption(new Option('--log-level <level>', `log level (default ${serveDefaults.logLevel})`).choices(logLevels))

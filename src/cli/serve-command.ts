@@ -10,8 +10,7 @@ import { readFileSync } from 'node:fs';
 import { pino } from 'pino';
 import { ListenError, startServer, type RunningServer } from '../server.js';
 import { resolveServeOptions, type Environment, type ServeFlags } from './serve-options.js';
-
-export const shutdownDeadlineMs = 10_000;
+import { cliServeShutdownDeadlineMs } from '../limits.js';
 
 export async function runServe(flags: ServeFlags, env: Environment): Promise<void> {
   const options = resolveServeOptions(flags, env, (path) => readFileSync(path, 'utf8'));
@@ -33,9 +32,9 @@ export async function runServe(flags: ServeFlags, env: Environment): Promise<voi
     }
     closing = true;
     const deadline = setTimeout(() => {
-      process.stderr.write(`tickler: shutdown took longer than ${shutdownDeadlineMs} ms; exiting\n`);
+      process.stderr.write(`tickler: shutdown took longer than ${cliServeShutdownDeadlineMs} ms; exiting\n`);
       process.exit(1);
-    }, shutdownDeadlineMs);
+    }, cliServeShutdownDeadlineMs);
     deadline.unref();
     server.close().then(
       () => process.exit(0),

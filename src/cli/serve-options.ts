@@ -13,9 +13,11 @@
  * `TICKLER_TIMING_<FIELD>` or `TICKLER_<FIELD>`, the field in upper snake case, e.g.
  * `TICKLER_SHARD_LEASE_TTL_MS=2000`, `TICKLER_TIMING_LOAD_REFRESH_INTERVAL_MS=5000`.
  */
+import { FatalError } from '../fatal-error.js';
 import { httpLimitsDefaults, timingDefaults, type HttpLimits, type TimingConfig } from '../limits.js';
 import type { Role, ServeOptions } from '../server.js';
 import { parseLabelSelector } from '../service/job-spec.js';
+import { parseLimitsFile } from '../service/team-limits.js';
 
 /** A mistake in how the command was called: the message is printed and the process exits 2. */
 export class CliUsageError extends Error {
@@ -48,6 +50,7 @@ export interface ServeFlags {
   requestTimeoutS?: string;
   idleTimeoutS?: string;
   connectionsMax?: string;
+  limits?: string;
 }
 
 export type Environment = Record<string, string | undefined>;
@@ -87,6 +90,7 @@ export function resolveServeOptions(flags: ServeFlags, env: Environment, readFil
     throw new CliUsageError('--require-max-silence-label takes a label name, or name=value');
   }
   const p2Share = pick(flags.p2Share, 'P2_SHARE');
+  const teamLimits = teamLimitsOf(pick(flags.limits, 'LIMITS'), readFile);
   const alertWebhook = alertWebhookOf(pick(flags.alertWebhook, 'ALERT_WEBHOOK'), flags.alertWebhookSecretFile, env, readFile);
   return {
     host,
@@ -111,7 +115,23 @@ export function resolveServeOptions(flags: ServeFlags, env: Environment, readFil
     ...(silenceLabel === undefined ? {} : { silenceRequiredLabel: parseLabelSelector(silenceLabel) }),
     ...(alertWebhook === null ? {} : { alertWebhook }),
     ...(p2Share === undefined ? {} : { p2Share: shareOf(p2Share) }),
+    ...(teamLimits === null ? {} : { teamLimits }),
   };
+}
+
+/**
+ * `--limits FILE` (`TICKLER_LIMITS`): team limits stored at start (docs/API.md "Team limits").
+ * An unreadable or wrong file is a FatalError, one line naming it and the fault.
+ */
+function teamLimitsOf(path: string | undefined, readFile: (path: string) => string): ReturnType<typeof parseLimitsFile> | null {
+  if (path === undefined) return null;
+  let text: string;
+  try {
+    text = readFile(path);
+  } catch (error) {
+    throw new FatalError(`cannot read the --limits file ${path}: ${(error as Error).message}`);
+  }
+  return parseLimitsFile(text, path);
 }
 
 /**

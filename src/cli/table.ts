@@ -4,20 +4,18 @@
  * `--json` instead, which prints the API's answer unchanged.
  */
 import type { Job, ListPage, Run, SilentJob } from '../worker/wire.js';
+import { cliTableCellCharsCountMax } from '../limits.js';
 
 export interface Column<T> {
   header: string;
   cell: (row: T) => string;
-  /** Printed whole, not cut at `cellCharsMax` (a note meant to be read in full). */
+  /** Printed whole, not cut at `cliTableCellCharsCountMax` (a note meant to be read in full). */
   whole?: boolean;
 }
 
-/** A cell is cut to this many characters (an error message, say), ending in "…". */
-export const cellCharsMax = 60;
-
 function fit(text: string, whole: boolean): string {
   const oneLine = text.replace(/\s+/g, ' ').trim();
-  return whole || oneLine.length <= cellCharsMax ? oneLine : `${oneLine.slice(0, cellCharsMax - 1)}…`;
+  return whole || oneLine.length <= cliTableCellCharsCountMax ? oneLine : `${oneLine.slice(0, cliTableCellCharsCountMax - 1)}…`;
 }
 
 export function formatTable<T>(columns: readonly Column<T>[], rows: readonly T[]): string {

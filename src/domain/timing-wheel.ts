@@ -140,8 +140,28 @@ export class TimingWheel<T> {
    */
   lastDueBy(limitMs: number): number | null {
     let latest = -Infinity;
+    this.forEachDueBy(limitMs, (entry) => {
+      if (entry.fireAtMs > latest) latest = entry.fireAtMs;
+    });
+    return latest === -Infinity ? null : latest;
+  }
+
+  /**
+   * How many entries held are due by `limitMs` and pass `counted` (all, without it): read only,
+   * walking the slots up to `limitMs` (the entries of the next seconds, not the whole wheel).
+   */
+  countDueBy(limitMs: number, counted: (item: T) => boolean = () => true): number {
+    let count = 0;
+    this.forEachDueBy(limitMs, (entry) => {
+      if (counted(entry.item)) count++;
+    });
+    return count;
+  }
+
+  /** Visits every entry with `fireAtMs <= limitMs`: the due ones, the slots up to the limit, the overflow. */
+  private forEachDueBy(limitMs: number, visit: (entry: WheelEntry<T>) => void): void {
     const take = (bucket: Map<string, WheelEntry<T>>): void => {
-      for (const entry of bucket.values()) if (entry.fireAtMs <= limitMs && entry.fireAtMs > latest) latest = entry.fireAtMs;
+      for (const entry of bucket.values()) if (entry.fireAtMs <= limitMs) visit(entry);
     };
     take(this.due);
     this.forEachSlotFrom((slot) => {
@@ -149,7 +169,6 @@ export class TimingWheel<T> {
       return 'next';
     }, () => limitMs);
     take(this.overflow);
-    return latest === -Infinity ? null : latest;
   }
 
   /**

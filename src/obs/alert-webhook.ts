@@ -17,6 +17,7 @@ import type { Clock, TimerHandle } from '../clock.js';
 import type { JobRecord } from '../domain/types.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
+import { alertRetryDelayMsMax, alertRetryDelayMsMin, alertSendTimeoutMs } from '../limits.js';
 
 export type SilenceAlertKind = 'job_silent' | 'job_recovered';
 
@@ -35,10 +36,6 @@ export interface SilenceAlert {
   /** Its last success; null when it never succeeded (or, on recovery, when not known). */
   last_success_at: string | null;
 }
-
-const sendTimeoutMs = 10_000;
-const retryDelayMsMin = 1_000;
-const retryDelayMsMax = 300_000;
 
 export function silenceAlertOf(kind: SilenceAlertKind, job: JobRecord, silentSinceMs: number,
   lastSuccessAtMs: number | null, nowMs: number): SilenceAlert {
@@ -115,7 +112,7 @@ export class AlertWebhook {
           'x-tickler-signature': signatureOf(this.deps.secret, Math.floor(Date.now() / 1_000), body),
         },
         body,
-        signal: AbortSignal.timeout(sendTimeoutMs),
+        signal: AbortSignal.timeout(alertSendTimeoutMs),
       });
       await response.arrayBuffer().catch(() => undefined);
       if (!response.ok) failure = `answered ${response.status}`;
@@ -136,7 +133,7 @@ export class AlertWebhook {
       return;
     }
     this.deps.metrics.alertsSentTotal.inc({ kind: alert.kind, outcome: 'failed' });
-    const delayMs = Math.min(retryDelayMsMax, retryDelayMsMin * 2 ** (entry.attempts - 1));
+    const delayMs = Math.min(alertRetryDelayMsMax, alertRetryDelayMsMin * 2 ** (entry.attempts - 1));
     // One line per failed attempt: attempts double their spacing, so this stays quiet.
     this.deps.logger.warn({ alertId: alert.id, attempts: entry.attempts, retryInMs: delayMs, reason: failure },
       'silence alert not delivered; retrying');

@@ -4,12 +4,11 @@
  * counter shows zombies being fenced; definitions without a next timer show silent misses.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { metricsDueWindowS, metricsTeamLabelsCountMax } from '../limits.js';
 
 /** Fire-lag buckets in seconds: fine below 100 ms, where the targets are, coarse beyond. */
 const fireLagBucketsS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600];
 
-/** Teams named in labels before the rest are counted as "other". */
-export const teamLabelsMax = 50;
 
 export class Metrics {
   readonly registry = new Registry();
@@ -78,7 +77,7 @@ export class Metrics {
   readonly readyLagSeconds = new Histogram({
     name: 'tickler_ready_lag_seconds',
     help: 'From a run\'s ready time to its lease by a worker (consumption lag, apart from fire lag), by lane and team '
-      + '(the first 50 teams a node leases for by name, the rest as "other"); 0 for a run leased ahead',
+      + '(teams bounded as in every per-team metric, the rest as "other"); 0 for a run leased ahead',
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
     labelNames: ['lane', 'team'] as const,
     registers: [this.registry],
@@ -146,9 +145,52 @@ export class Metrics {
   });
   readonly jobsCreatedTotal = new Counter({
     name: 'tickler_jobs_created_total',
-    help: 'Jobs created',
+    help: 'Jobs created, by team (chargeback: timers created)',
+    labelNames: ['team'] as const,
     registers: [this.registry],
   });
+  readonly runsDispatchedTotal = new Counter({
+    name: 'tickler_runs_dispatched_total',
+    help: 'Runs made ready for workers (by a scheduler\'s dispatch or by a create due now), by team (chargeback)',
+    labelNames: ['team'] as const,
+    registers: [this.registry],
+  });
+  readonly jobsCancelledTotal = new Counter({
+    name: 'tickler_jobs_cancelled_total',
+    help: 'Jobs cancelled, by team (chargeback: a cancelled timer still cost its write)',
+    labelNames: ['team'] as const,
+    registers: [this.registry],
+  });
+  readonly rateLimitedTotal = new Counter({
+    name: 'tickler_rate_limited_total',
+    help: 'Create requests refused 429 by a team\'s quota, by team and the limit (create_per_s, pending_max)',
+    labelNames: ['team', 'limit'] as const,
+    registers: [this.registry],
+  });
+  readonly runsFailedTotal = new Counter({
+    name: 'tickler_runs_failed_total',
+    help: 'Attempts completed failed or failed_permanent, by team (with tickler_runs_dispatched_total: the team\'s failure rate)',
+    labelNames: ['team'] as const,
+    registers: [this.registry],
+  });
+  readonly runsAttemptsGt1Total = new Counter({
+    name: 'tickler_runs_attempts_gt_1_total',
+    help: 'Attempts after a run\'s first (a failure retried), by team: duplicate pressure on the team\'s downstreams',
+    labelNames: ['team'] as const,
+    registers: [this.registry],
+  });
+  /** What `tickler_due_per_second` reads at each scrape: a scheduler node sets it (`setDueSource`). */
+  private dueSource: (() => number) | null = null;
+  readonly duePerSecond = new Gauge({
+    name: 'tickler_due_per_second',
+    help: `Timers this node holds that come due in the next ${metricsDueWindowS} s, per second: a herd seen before it lands (watch the max)`,
+    registers: [this.registry],
+    collect: () => {
+      this.duePerSecond.set(this.dueSource === null ? 0 : this.dueSource() / metricsDueWindowS);
+    },
+  });
+  /** Teams given a label of their own so far; later ones share `other` (labels stay bounded). */
+  private readonly labelledTeams = new Set<string>();
   readonly httpErrorsTotal = new Counter({
     name: 'tickler_http_errors_total',
     help: 'Error answers by code',
@@ -156,19 +198,26 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  private readonly teamsNamed = new Set<string>();
-
-  /** A team as a label value: the first `teamLabelsMax` teams by name, the rest as "other" (bounded series). */
+  /**
+   * The `team` label of a per-team metric: the team itself for the first `metricsTeamLabelsCountMax` teams
+   * seen, `other` after, so a flood of team names (an admin creating for ever-new teams) cannot
+   * grow the series without bound, as `tickler_job_last_success_age_seconds` keeps to 1,000 jobs.
+   */
   teamLabel(team: string): string {
-    if (this.teamsNamed.has(team)) return team;
-    if (this.teamsNamed.size >= teamLabelsMax) return 'other';
-    this.teamsNamed.add(team);
+    if (this.labelledTeams.has(team)) return team;
+    if (this.labelledTeams.size >= metricsTeamLabelsCountMax) return 'other';
+    this.labelledTeams.add(team);
     return team;
   }
 
   observeReadyLag(run: { lane?: string; team: string; readyAtMs: number }, nowMs: number): void {
     this.readyLagSeconds.observe({ lane: run.lane ?? 'unknown', team: this.teamLabel(run.team) },
       Math.max(0, nowMs - run.readyAtMs) / 1_000);
+  }
+
+  /** Sets what `tickler_due_per_second` counts: timers due in the next `metricsDueWindowS` seconds. */
+  setDueSource(count: ((windowMs: number) => number) | null): void {
+    this.dueSource = count === null ? null : () => count(metricsDueWindowS * 1000);
   }
 
   constructor(options: { defaultMetrics?: boolean } = {}) {

@@ -6,13 +6,14 @@
  * falls to half or below.
  */
 import type { Lane } from '../domain/types.js';
+import * as limits from '../limits.js';
 import type { Logger } from '../obs/log.js';
 import type { Metrics } from '../obs/metrics.js';
 
-const bucketMs = 10_000;
-const windowBuckets = 6;
-export const noisyShare = 0.5;
-export const noisyForMs = 600_000;
+const {
+  dispatchShareBucketMs: bucketMs, dispatchShareWindowBuckets: windowBuckets, noisyNeighbourShare: noisyShare,
+  noisyNeighbourForMs: noisyForMs,
+} = limits;
 
 export interface NoisyNeighbour {
   lane: Lane;

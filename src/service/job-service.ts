@@ -18,6 +18,8 @@ import { stringify as stableStringify } from 'safe-stable-stringify';
 import { decodeCursor, encodeCursor } from '../store/cursor.js';
 import { specJsonOf } from '../domain/spec-json.js';
 import { specFromCreate, specFromPatch, type LabelSelector, type SpecContext } from './job-spec.js';
+import { jobChangeAttemptsCountMax } from '../limits.js';
+import type { TeamLimits } from './team-limits.js';
 
 export interface JobServiceDeps {
   store: Store;
@@ -35,6 +37,8 @@ export interface JobServiceDeps {
   dispatchAtCreate?: boolean;
   /** Makes a new job's id (default `newJobId`: time prefix, random suffix); the simulator draws it from its seed. */
   newJobId?: (nowMs: number) => string;
+  /** Team limits in force (team-limits.ts); without them no create is limited. */
+  teamLimits?: TeamLimits;
 }
 
 /**
@@ -60,6 +64,7 @@ export interface UpsertResult {
 
 /** Creates checked and built, not yet written (`JobService.prepareCreates`). */
 export interface PreparedCreates {
+  team: string;
   nowMs: number;
   /** Per item: its error, or null where its input waits in `inputs`. */
   results: readonly (CreateResult | null)[];
@@ -67,9 +72,6 @@ export interface PreparedCreates {
   /** The item index of each input. */
   inputIndexes: number[];
 }
-
-/** How often a read-compute-write change is recomputed after losing a version race. */
-const changeAttemptsMax = 5;
 
 export class JobService {
   constructor(private readonly deps: JobServiceDeps) {}
@@ -109,7 +111,7 @@ export class JobService {
       }
     }
     if (answer === 'job') for (const input of inputs) specJsonOf(input.job.spec);
-    return { nowMs, results, inputs, inputIndexes };
+    return { team, nowMs, results, inputs, inputIndexes };
   }
 
   /**
@@ -128,10 +130,10 @@ export class JobService {
 
   /** The rest of `create`: the prepared jobs to the store, in one call. */
   async commitCreates(prepared: PreparedCreates): Promise<CreateResult[]> {
-    const { nowMs, inputs, inputIndexes } = prepared;
+    const { team, nowMs, inputs, inputIndexes } = prepared;
     const results = prepared.results.slice();
     if (inputs.length > 0) {
-      const outcomes = await this.deps.store.createJobs(inputs, nowMs);
+      const outcomes = await this.createWithinLimits(team, inputs, nowMs);
       let createdCount = 0;
       outcomes.forEach((outcome, position) => {
         const index = inputIndexes[position]!;
@@ -146,13 +148,28 @@ export class JobService {
           results[index] = outcome;
         }
       });
-      this.deps.metrics.jobsCreatedTotal.inc(createdCount);
+      if (createdCount > 0) this.deps.metrics.jobsCreatedTotal.inc({ team: this.deps.metrics.teamLabel(team) }, createdCount);
       this.countDispatchedAtCreate(inputs, outcomes);
     }
     return results.map((result) => {
       if (result === null) throw new Error('createJobs answered fewer outcomes than inputs');
       return result;
     });
+  }
+
+  /**
+   * The store's create, held to the team's quota when it has one (docs/API.md "Team limits"):
+   * all of `inputs` are written or, refused, none, and the refusal is a `429 rate_limited`
+   * naming the limit. A team without `create_per_s` or `pending_max` takes the plain create.
+   */
+  private async createWithinLimits(team: string, inputs: CreateJobInput[], nowMs: number): Promise<CreateJobOutcome[]> {
+    const limits = this.deps.teamLimits;
+    const quota = limits?.createQuotaOf(team) ?? null;
+    if (limits === undefined || quota === null) return this.deps.store.createJobs(inputs, nowMs);
+    const outcome = await this.deps.store.createJobsWithinQuota(inputs, nowMs, quota);
+    if (outcome.kind === 'created') return outcome.outcomes;
+    this.deps.metrics.rateLimitedTotal.inc({ team: this.deps.metrics.teamLabel(team), limit: outcome.limit });
+    throw limits.refusal(quota, outcome.limit, outcome.retryAfterMs, inputs.length);
   }
 
   /**
@@ -167,6 +184,7 @@ export class JobService {
       for (const occurrence of input.dueNow) {
         this.deps.metrics.dispatchesTotal.inc({ status: occurrence.status });
         if (occurrence.status === 'ready') {
+          this.deps.metrics.runsDispatchedTotal.inc({ team: this.deps.metrics.teamLabel(input.job.team) });
           this.deps.metrics.fireLagSeconds.observe({ lane: input.job.spec.lane },
             Math.max(0, committedAtMs - occurrence.fireAtMs) / 1000);
         }
@@ -229,16 +247,16 @@ export class JobService {
       throw new TicklerError('invalid_request', 'only a recurring job can be paused', { field: 'paused' });
     }
     const createBody: JobCreateInput = { ...rest, key };
-    for (let attempt = 1; attempt <= changeAttemptsMax; attempt++) {
+    for (let attempt = 1; attempt <= jobChangeAttemptsCountMax; attempt++) {
       const nowMs = this.deps.clock.nowMs();
       const [existing] = (await this.deps.store.listJobs({ team, key, limit: 1 })).items;
       if (existing === undefined) {
         const input = this.prepareCreate(team, { body: createBody, rawText: '' }, nowMs);
         if (paused === true) Object.assign(input, { job: { ...input.job, state: 'paused', nextFireAtMs: null, nextScheduledAtMs: null }, timer: null });
         if (dryRun) return { job: input.job, created: true, changed: true };
-        const [outcome] = await this.deps.store.createJobs([input], nowMs);
+        const [outcome] = await this.createWithinLimits(team, [input], nowMs);
         if (outcome?.kind === 'created') {
-          this.deps.metrics.jobsCreatedTotal.inc(1);
+          this.deps.metrics.jobsCreatedTotal.inc({ team: this.deps.metrics.teamLabel(team) }, 1);
           this.countDispatchedAtCreate([input], [outcome]);
           return { job: outcome.job, created: true, changed: true };
         }
@@ -258,7 +276,7 @@ export class JobService {
       const outcome = await this.deps.store.changeJob({ team, jobId: existing.jobId, expectedVersion: existing.version, nowMs, ...change });
       if (outcome.kind === 'changed') return { job: outcome.job, created: false, changed: true };
     }
-    throw new TicklerError('unavailable', `the job with key ${JSON.stringify(key.slice(0, 80))} kept changing under ${changeAttemptsMax} attempts; retry`);
+    throw new TicklerError('unavailable', `the job with key ${JSON.stringify(key.slice(0, 80))} kept changing under ${jobChangeAttemptsCountMax} attempts; retry`);
   }
 
   /** What an upsert changes in `job`, or null when it already is as asked. */
@@ -342,9 +360,23 @@ export class JobService {
   }
 
   async cancel(scope: TeamScope, jobId: string): Promise<JobRecord> {
-    const job = await this.deps.store.cancelJob(scope, jobId, this.deps.clock.nowMs());
+    const nowMs = this.deps.clock.nowMs();
+    const job = await this.deps.store.cancelJob(scope, jobId, nowMs);
     if (job === null) throw notFound('job', jobId);
+    this.countCancelled([job], nowMs);
     return job;
+  }
+
+  /**
+   * Chargeback's cancels (`tickler_jobs_cancelled_total{team}`): a job the call cancelled
+   * carries the call's time; one cancelled before answers as it was and is not counted again.
+   */
+  private countCancelled(jobs: readonly (JobRecord | null)[], nowMs: number): void {
+    for (const job of jobs) {
+      if (job !== null && job.state === 'cancelled' && job.updatedAtMs === nowMs) {
+        this.deps.metrics.jobsCancelledTotal.inc({ team: this.deps.metrics.teamLabel(job.team) });
+      }
+    }
   }
 
   /**
@@ -352,12 +384,16 @@ export class JobService {
    * not_found (an unknown id, or another team's job).
    */
   async cancelMany(scope: TeamScope, jobIds: readonly string[]): Promise<(JobRecord | TicklerError)[]> {
-    const jobs = await this.deps.store.cancelJobs(scope, jobIds, this.deps.clock.nowMs());
+    const nowMs = this.deps.clock.nowMs();
+    const jobs = await this.deps.store.cancelJobs(scope, jobIds, nowMs);
+    this.countCancelled([...new Set(jobs)], nowMs);
     return jobs.map((job, index) => job ?? notFound('job', jobIds[index]!));
   }
 
-  cancelByKeyPrefix(team: string, keyPrefix: string): Promise<number> {
-    return this.deps.store.cancelJobsByKeyPrefix(team, keyPrefix, this.deps.clock.nowMs());
+  async cancelByKeyPrefix(team: string, keyPrefix: string): Promise<number> {
+    const cancelled = await this.deps.store.cancelJobsByKeyPrefix(team, keyPrefix, this.deps.clock.nowMs());
+    if (cancelled > 0) this.deps.metrics.jobsCancelledTotal.inc({ team: this.deps.metrics.teamLabel(team) }, cancelled);
+    return cancelled;
   }
 
   /** Only an active recurring job pauses; its pending timer goes away with the pause. */
@@ -405,7 +441,7 @@ export class JobService {
     /** A check that needs the store, on the same read of the job as `compute`. */
     precheck?: (job: JobRecord, nowMs: number) => Promise<void>,
   ): Promise<JobRecord> {
-    for (let attempt = 1; attempt <= changeAttemptsMax; attempt++) {
+    for (let attempt = 1; attempt <= jobChangeAttemptsCountMax; attempt++) {
       const job = await this.get(scope, jobId);
       const nowMs = this.deps.clock.nowMs();
       await precheck?.(job, nowMs);
@@ -416,7 +452,7 @@ export class JobService {
       if (outcome.kind === 'changed') return outcome.job;
       if (outcome.kind === 'not_found') throw notFound('job', jobId);
     }
-    throw new TicklerError('unavailable', `job ${jobId} kept changing under ${changeAttemptsMax} attempts; retry`);
+    throw new TicklerError('unavailable', `job ${jobId} kept changing under ${jobChangeAttemptsCountMax} attempts; retry`);
   }
 }
 

@@ -17,13 +17,14 @@
  * logged once when it crosses, listed by `GET /v1/ops/noisy-neighbours`.
  */
 import type { Clock } from '../clock.js';
+import * as limits from '../limits.js';
 import {
   laneBudgetKey, newPoolPolicyState, planLease, policyLanes, settlePlan, teamBudgetKey, type LeasePlan, type PoolPolicyState,
 } from '../domain/lease-policy.js';
 import type { Lane } from '../domain/types.js';
 import type { Logger } from '../obs/log.js';
 import type { Metrics } from '../obs/metrics.js';
-import type { DispatchLeaser, LeasedRun, LeaseRunsRequest, Store, TeamScope } from '../store/store.js';
+import type { ClaimParkedWaiter, LeasedRun, LeaseRunsRequest, Store, TeamScope } from '../store/store.js';
 import { DispatchShares, type NoisyNeighbour } from './dispatch-shares.js';
 
 /**
@@ -35,13 +36,8 @@ export interface TeamLimitsSource {
   teamLimits(team: string): { dispatchPerS: number | null; weight: number };
 }
 
-export const p2ShareDefault = 0.2;
-/** How long a pool's read of its ready teams serves leases when no run became ready there meanwhile. */
-const backlogReadTtlMs = 100;
-/** How soon after its last read a pool whose runs became ready meanwhile is read again. */
-const backlogRereadMs = 10;
-/** How long the lane caps read from the store serve (a cap written on another node takes this long to apply here). */
-const laneCapsReadTtlMs = 1_000;
+export const p2ShareDefault = limits.leaseP2ShareDefault;
+const { leaseBacklogReadTtlMs: backlogReadTtlMs, leaseBacklogRereadMs: backlogRereadMs, leaseLaneCapsReadTtlMs: laneCapsReadTtlMs } = limits;
 
 export interface LeasePlannerOptions {
   store: Store;
@@ -82,7 +78,7 @@ export class LeasePlanner {
     options.metrics.resourceUsageSource = () => inner.resourceUsage();
     const overrides = new Map<PropertyKey, unknown>([
       ['leaseRuns', (request: LeaseRunsRequest) => this.lease(request)],
-      ['setDispatchLeaser', (leaser: DispatchLeaser | null) => inner.setDispatchLeaser?.(leaser === null ? null : this.dispatchLeaser(leaser))],
+      ['setParkedWaiters', (claim: ClaimParkedWaiter | null) => inner.setParkedWaiters?.(claim === null ? null : this.claimParkedWaiter(claim))],
       ['setLaneDispatchCap', async (lane: Lane, perS: number | null) => {
         await inner.setLaneDispatchCap(lane, perS);
         this.laneCaps = null;
@@ -213,8 +209,8 @@ export class LeasePlanner {
     return runs;
   }
 
-  /** A dispatch serves parked waiters only of pools whose leases are not shaped; their own leases are. */
-  private dispatchLeaser(leaser: DispatchLeaser): DispatchLeaser {
+  /** A firing serves parked waiters only of pools whose leases are not shaped; their own leases are. */
+  private claimParkedWaiter(leaser: ClaimParkedWaiter): ClaimParkedWaiter {
     return (pool, nowMs) => {
       if (this.pools.get(pool)?.shaped === true || (this.laneCaps?.caps.size ?? 0) > 0) return null;
       const claim = leaser(pool, nowMs);

@@ -8,9 +8,10 @@
  *   injected clock, so retries come due under the virtual clock too; less the longest
  *   `aheadMs` of the pool's waiters, who lease runs that much before they are ready.
  *
- * Before either, a store that can (`Store.setDispatchLeaser`; both stores do) leases the
- * runs a dispatch makes ready to parked waiters inside that dispatch's transaction: a
- * waiter it serves is answered when the dispatch commits, with no transaction of its own.
+ * Before either, a store that can (`Store.setParkedWaiters`; both stores do) leases the
+ * runs a dispatch (or the finish of runs written ahead) makes ready to parked waiters inside
+ * its own transaction: a waiter it serves is answered when that commits, with no transaction
+ * of its own.
  *
  * Wake-ups are coalesced: a pool is drained by one loop at a time, which serves waiters in
  * arrival order and passes over a team's waiters once one comes back short (the pool is empty
@@ -26,12 +27,8 @@
  */
 import type { Clock, TimerHandle } from '../clock.js';
 import type { Logger } from '../obs/log.js';
-import { leaseCameBackShort, type DispatchLeaseClaim, type LeasedRun, type LeaseRunsRequest, type Store, type TeamScope } from '../store/store.js';
-
-/** Passes in a row that may find a run ready "now" yet not lease it before backing off. */
-const readyNowPassesMax = 3;
-/** The back-off for that case, on the injected clock. */
-const readyRecheckDelayMs = 250;
+import { leaseCameBackShort, type ParkedWaiterClaim, type LeasedRun, type LeaseRunsRequest, type Store, type TeamScope } from '../store/store.js';
+import { leaseWaiterReadyNowPassesCountMax, leaseWaiterReadyRecheckDelayMs } from '../limits.js';
 
 export interface LeaseWaitRequest {
   scope: TeamScope;
@@ -77,7 +74,7 @@ export class LeaseWaiters {
 
   constructor(private readonly store: Store, private readonly clock: Clock, private readonly logger: Logger) {
     this.unsubscribe = store.onRunsReady((pool) => this.wake(pool));
-    store.setDispatchLeaser?.((pool, nowMs) => this.claim(pool, nowMs));
+    store.setParkedWaiters?.((pool, nowMs) => this.claim(pool, nowMs));
   }
 
   /** Leases at once, or waits up to `waitMs` for runs of the pool; answers [] on timeout. */
@@ -111,7 +108,7 @@ export class LeaseWaiters {
   close(): void {
     this.closed = true;
     this.unsubscribe();
-    this.store.setDispatchLeaser?.(null);
+    this.store.setParkedWaiters?.(null);
     for (const [pool, queue] of this.pools) {
       for (const waiter of queue.waiters) this.settle(waiter, []);
       queue.readyTimer?.handle.cancel();
@@ -156,7 +153,7 @@ export class LeaseWaiters {
         queue.dirty = false;
         await this.servePass(queue);
         if (queue.dirty) continue;
-        const readyNow = await this.armReadyTimer(pool, queue, pass >= readyNowPassesMax);
+        const readyNow = await this.armReadyTimer(pool, queue, pass >= leaseWaiterReadyNowPassesCountMax);
         if (!readyNow) break;
       }
     } catch (error) {
@@ -207,7 +204,7 @@ export class LeaseWaiters {
   /**
    * Arms one clock timer per pool at the earliest retry coming due for its waiters, and
    * answers true when that instant has already passed (time moved while the pass ran), so
-   * the caller serves the waiters again at once. After `readyNowPassesMax` such passes a
+   * the caller serves the waiters again at once. After `leaseWaiterReadyNowPassesCountMax` such passes a
    * run the store calls ready but will not lease (a race with another node) gets a timer a
    * little later instead, so a disagreement can never spin.
    */
@@ -225,7 +222,7 @@ export class LeaseWaiters {
     const nowMs = this.clock.nowMs();
     if (earliestMs <= nowMs) {
       if (!noMoreImmediatePasses) return true;
-      earliestMs = nowMs + readyRecheckDelayMs;
+      earliestMs = nowMs + leaseWaiterReadyRecheckDelayMs;
     }
     if (queue.readyTimer !== null && queue.readyTimer.atMs <= earliestMs) return false;
     queue.readyTimer?.handle.cancel();
@@ -238,11 +235,11 @@ export class LeaseWaiters {
   }
 
   /**
-   * For the store's dispatch (`Store.setDispatchLeaser`): the oldest waiter of the pool that
+   * For the store's firings (`Store.setParkedWaiters`): the oldest waiter of the pool that
    * nothing is serving, marked as being served, with what to lease for it. Its `settle`
    * answers the waiter with the runs leased, or leaves it waiting when there were none.
    */
-  private claim(pool: string, nowMs: number): DispatchLeaseClaim | null {
+  private claim(pool: string, nowMs: number): ParkedWaiterClaim | null {
     if (this.closed) return null;
     const waiter = this.pools.get(pool)?.waiters.find((candidate) =>
       !candidate.settled && !candidate.leasing && !candidate.expired && candidate.request.signal?.aborted !== true);

@@ -119,6 +119,7 @@ export class RunService {
     switch (outcome.kind) {
       case 'completed':
         this.deps.metrics.attemptsTotal.inc({ outcome: completion.status });
+        if (completion.status !== 'succeeded') countFailure(this.deps.metrics, outcome.run);
         if (outcome.run.status === 'dead') logDead(this.deps.logger, outcome.run, completion.status);
         return outcome.run;
       case 'accepted':
@@ -189,6 +190,17 @@ function logDead(logger: Pick<Logger, 'warn'>, run: RunRecord, completed: Comple
   logger.warn({
     runId: run.runId, jobId: run.jobId, team: run.team, pool: run.pool, attempt: run.attempt, completed, error: run.lastError,
   }, completed === 'failed_permanent' ? 'run is dead: failed permanently' : 'run is dead: out of attempts');
+}
+
+/**
+ * A failed attempt, by team: `tickler_runs_failed_total`, and `tickler_runs_attempts_gt_1_total`
+ * when the run waits for another attempt. Only a failure can be retried, and a store answers
+ * every failed completion with its run (see logDead), so each is seen here.
+ */
+function countFailure(metrics: Metrics, run: RunRecord): void {
+  const team = metrics.teamLabel(run.team);
+  metrics.runsFailedTotal.inc({ team });
+  if (run.status === 'retry_wait') metrics.runsAttemptsGt1Total.inc({ team });
 }
 
 function staleToken(runId: string): TicklerError {

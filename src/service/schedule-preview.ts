@@ -6,6 +6,7 @@
 import type { DstSpec } from '../domain/types.js';
 import { compileSchedule, localWallTime, occurrencesAfter } from '../domain/schedule.js';
 import { iso } from './job-spec.js';
+import { previewTopUpRoundsCountMax } from '../limits.js';
 
 export interface PreviewRequest {
   cron: string;
@@ -20,14 +21,11 @@ export interface PreviewItem {
   local: string;
 }
 
-/** Skipped days are rare (two a year at most per zone), so a few rounds always suffice. */
-const topUpRoundsMax = 8;
-
 export function previewSchedule(request: PreviewRequest): PreviewItem[] {
   const schedule = compileSchedule({ cron: request.cron, tz: request.tz }, request.dst);
   const items: PreviewItem[] = [];
   let afterMs = request.fromMs;
-  for (let round = 0; round < topUpRoundsMax && items.length < request.count; round++) {
+  for (let round = 0; round < previewTopUpRoundsCountMax && items.length < request.count; round++) {
     const wanted = request.count - items.length;
     const occurrences = occurrencesAfter(schedule, afterMs, wanted);
     for (const occurrence of occurrences) {

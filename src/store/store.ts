@@ -9,6 +9,7 @@
  * except PostgreSQL's shard-lease expiry, which is judged by the database's clock when the
  * store is configured for real time).
  */
+import { leasedEventDetail, readyMaxOf } from '../domain/run-lifecycle.js';
 import type {
   JobRecord,
   JobSpec,
@@ -23,6 +24,7 @@ import type {
   TimerWrite,
 } from '../domain/types.js';
 import type { LeasePlan } from '../domain/lease-policy.js';
+import type { ClusterMembership, MembershipOptions } from './membership.js';
 // The firing plan (domain) builds these; the store writes them.
 export type { OccurrenceWrite, TimerWrite } from '../domain/types.js';
 
@@ -108,9 +110,11 @@ export interface LoadedTimer {
   /** The job's version when the timer was read; dispatch re-checks state, not version. */
   jobVersion: number;
   spec: JobSpec;
+  /** The job's team, for the per-team dispatch counter (`tickler_runs_dispatched_total`); absent where a caller built the timer without it. */
+  team?: string;
   /**
-   * The timer's run was written ahead of its fire time (`DispatchItem.stage` `ahead`): firing
-   * it only finishes the job. Absent (or false) for every other timer.
+   * The timer's run was written ahead of its fire time (`Store.writeRunsAhead`): firing it
+   * only finishes the job (`Store.finishAhead`). Absent (or false) for every other timer.
    */
   dispatchedAhead?: boolean;
 }
@@ -125,66 +129,94 @@ export interface LoadTimersQuery {
   limit: number;
 }
 
-/** One occurrence to record when a timer fires. */
-
-export interface DispatchItem {
+/**
+ * What every firing item carries: the timer, its job, and the shard token that fences it. Each
+ * item is checked against the highest token granted for its shard in the transaction that
+ * writes it (invariant 2), and the timer must still be pending and its job's (invariant 7).
+ */
+export interface FencedTimer {
   shard: number;
   /** The shard lease token this node holds; rejected when below the highest granted. */
   shardToken: string;
   timerId: string;
   jobId: string;
+}
+
+/** A timer fired whole, at its fire time (`Store.dispatch`): its occurrences recorded, its job's next timer written. */
+export interface DispatchItem extends FencedTimer {
   occurrences: OccurrenceWrite[];
   /** Occurrences summarised in one event instead of a row each (catch-up bound). */
   summary?: { skippedCount: number; fromScheduledAtMs: number; toScheduledAtMs: number; reason: string };
   /** The recurring job's next timer, written in the same transaction (invariant 3). */
   nextTimer: TimerWrite | null;
-  /**
-   * How much of the firing this item does (absent: `whole`). A one-shot job's firing may be
-   * split in two, for stores with `dispatchesAhead`, so that a herd's runs are written before
-   * its instant and only leases and completions are left at it:
-   * - `ahead`, before the fire time: the occurrence's run is written `ready` with its
-   *   `ready_at` at the fire time (no lease takes it before), and the timer stays pending,
-   *   marked, with the job active. The answer's `nextTimerId` is that same timer.
-   * - `finish`, at the fire time, for a marked timer: the timer is consumed and the job is
-   *   done; no run is written (`runs` is empty).
-   * A change to the job in between (cancel, or a PATCH of its timing or pool) takes back or
-   * moves the run not yet due, in the same transaction as the change.
-   */
-  stage?: 'whole' | 'ahead' | 'finish';
 }
 
 /**
+ * A one-shot job's timer whose run is written before its fire time (`Store.writeRunsAhead`), so
+ * that a herd's runs are in the ledger before its instant and only leases and completions are
+ * left at it. A one-shot has no next timer and no catch-up summary: only its occurrences.
+ */
+export interface WriteAheadItem extends FencedTimer {
+  occurrences: OccurrenceWrite[];
+}
+
+/** A timer whose run was written ahead, finished at (or after) its fire time (`Store.finishAhead`). */
+export type FinishAheadItem = FencedTimer;
+
+/**
  * The ledger's reason when a change to a job takes back (or moves) a run written ahead of its
- * fire time (`DispatchItem.stage` `ahead`): the same words on every store.
+ * fire time (`Store.writeRunsAhead`): the same words on every store.
  */
 export const jobCancelledBeforeDueReason = 'the job was cancelled before the run came due';
 export const jobChangedBeforeDueReason = 'the job was changed before the run came due';
+
+/** A run a firing wrote, or found already there (`inserted: false`, invariant 1), and the status it ended in. */
+export interface FiredRun {
+  runId: string;
+  status: RunStatus;
+  inserted: boolean;
+}
+
+/** An item of any firing operation that wrote nothing. */
+export type FiringRefused =
+  /** The shard token was stale. */
+  | { kind: 'stale_token'; timerId: string }
+  /** The timer was no longer pending (cancelled, paused, patched, or fired already). */
+  | { kind: 'timer_gone'; timerId: string };
 
 export type DispatchResult =
   /** Timer consumed; `runs` lists each occurrence's run id and the status it ended in. */
   | {
       kind: 'dispatched';
       timerId: string;
-      runs: { runId: string; status: RunStatus; inserted: boolean }[];
-      /** The job's pool; empty for a `finish`, which reads no job row. */
+      runs: FiredRun[];
+      /** The job's pool. */
       pool: string;
-      /**
-       * Id of the next timer written from `nextTimer` (null when none), so the owner can wheel
-       * it; for an `ahead` item, the item's own timer, kept pending.
-       */
+      /** Id of the next timer written from `nextTimer` (null when none), so the owner can wheel it. */
       nextTimerId: string | null;
-      /**
-       * An `ahead` item's timer is kept marked (its run written): the owner wheels it at its
-       * fire time to be finished. False or absent when the store wrote no run ahead (the job
-       * had an active run, whose overlap is judged at the fire time instead): the timer stays
-       * as it was, to be fired whole.
-       */
-      nextTimerDispatchedAhead?: boolean;
     }
-  /** The shard token was stale: nothing written. */
-  | { kind: 'stale_token'; timerId: string }
-  /** The timer was no longer pending (cancelled, paused, patched, or fired already). */
-  | { kind: 'timer_gone'; timerId: string };
+  | FiringRefused;
+
+export type WriteAheadResult =
+  /**
+   * The run is written `ready` with its ready time at the fire time (no lease takes it before)
+   * and the timer stays pending, marked (`LoadedTimer.dispatchedAhead`), the job active: the
+   * owner wheels it to be finished (`Store.finishAhead`). `runs` is empty when an earlier call
+   * wrote them (the timer was marked already).
+   */
+  | { kind: 'written_ahead'; timerId: string; runs: FiredRun[] }
+  /**
+   * Nothing written: the job has an active run, whose overlap is judged at the fire time (it
+   * may have ended by then). The timer stays as it was, to be fired whole (`Store.dispatch`).
+   */
+  | { kind: 'left_for_fire_time'; timerId: string }
+  | FiringRefused;
+
+export type FinishAheadResult =
+  /** The marked timer is consumed and its job, if still active, done; no run is written. */
+  | { kind: 'finished'; timerId: string }
+  /** `timer_gone` too for a timer not marked: its whole firing is still to come. */
+  | FiringRefused;
 
 /**
  * An active job with `max_silence_s` whose last success is older than that (DESIGN.md flow 8,
@@ -250,10 +282,8 @@ export interface LeaseRunsRequest {
   plan?: LeasePlan;
 }
 
-/** The ready part of a lease (`readyMax`), and whether its answer leaves the pool drained. */
-export function readyMaxOf(request: LeaseRunsRequest): number {
-  return Math.min(request.readyMax ?? request.max, request.max);
-}
+/** The ready part of a lease (`readyMax`) and the `leased` event's detail: run-lifecycle.ts decides both. */
+export { leasedEventDetail, readyMaxOf };
 
 /**
  * Whether a lease's answer says the pool has nothing more for this caller: fewer runs than it
@@ -291,38 +321,30 @@ export interface LeasedRun {
 }
 
 /**
- * The `leased` event's detail: the attempt and worker, and for a run leased ahead of its
- * ready time, `readyAt` (epoch ms), when its worker may start it.
+ * A parked long-poll lease, claimed by a firing so that it leases the waiter runs in its own
+ * transaction (see `Store.setParkedWaiters`).
  */
-export function leasedEventDetail(attempt: number, request: LeaseRunsRequest, readyAtMs: number):
-  { attempt: number; workerId: string | null; readyAt?: number } {
-  return readyAtMs > request.nowMs
-    ? { attempt, workerId: request.workerId, readyAt: readyAtMs }
-    : { attempt, workerId: request.workerId };
-}
-
-/**
- * A parked long-poll lease, handed to the store so that a dispatch can lease it runs in its
- * own transaction (see `Store.setDispatchLeaser`).
- */
-export interface DispatchLeaseClaim {
-  /** What to lease: the waiter's pool, team, max, lease length and worker, at the dispatch's time. */
+export interface ParkedWaiterClaim {
+  /** What to lease: the waiter's pool, team, max, lease length and worker, at the firing's time. */
   request: LeaseRunsRequest;
   /**
    * Called once: after the commit with the runs leased (perhaps none: the waiter keeps
-   * waiting), or with none when the dispatch failed (nothing it leased was committed).
+   * waiting), or with none when the transaction failed (nothing it leased was committed).
    */
   settle(runs: LeasedRun[]): void;
 }
 
-/** A claim a dispatch served, with the runs it leased for it; settled after the commit. */
-export interface ServedClaim {
-  claim: DispatchLeaseClaim;
+/**
+ * Claims the next parked waiter of `pool` that nothing is serving yet, or answers null (the
+ * long-poll side, `LeaseWaiters`, implements it).
+ */
+export type ClaimParkedWaiter = (pool: string, nowMs: number) => ParkedWaiterClaim | null;
+
+/** For the stores: a claim a firing served, with the runs it leased for it; settled after the commit. */
+export interface ServedWaiter {
+  claim: ParkedWaiterClaim;
   runs: LeasedRun[];
 }
-
-/** Claims the next parked waiter of `pool` not already being served, or answers null. */
-export type DispatchLeaser = (pool: string, nowMs: number) => DispatchLeaseClaim | null;
 
 export type HeartbeatOutcome =
   | { kind: 'extended'; leaseExpiresAtMs: number }
@@ -397,10 +419,8 @@ export interface StoreNotifications {
   onNearTimersMissed(listener: () => void): () => void;
 }
 
-export interface Store extends StoreNotifications, CapacityStore {
+export interface Store extends StoreNotifications, TeamLimitsStore, CapacityStore {
   readonly kind: 'sqlite' | 'postgres';
-  /** Takes `ahead` and `finish` dispatch items (DispatchItem.stage); the scheduler asks. */
-  readonly dispatchesAhead: boolean;
 
   // Jobs ---------------------------------------------------------------------------------
   /** Creates jobs with their first timers, several callers sharing one commit. */
@@ -435,8 +455,33 @@ export interface Store extends StoreNotifications, CapacityStore {
 
   // Timers and dispatch --------------------------------------------------------------------
   loadTimers(query: LoadTimersQuery): Promise<LoadedTimer[]>;
-  /** One transaction per call; each item fenced by its shard token (invariants 1–3, 7). */
+  /*
+   * Firing a timer. Each of the three is one transaction per call, each item fenced by its
+   * shard token (invariants 1–3, 7), answered in order. A one-shot job's firing may be split in
+   * two (DESIGN.md flow 5, a herd): `writeRunsAhead` before the fire time, `finishAhead` after
+   * it; every other timer is fired whole by `dispatch`. Calls made in one event-loop turn share
+   * a transaction on the embedded store (its group commit); on PostgreSQL each is its own.
+   * A change to the job between the two stages (cancel, pause, a PATCH of its timing or pool)
+   * takes back or moves the run not yet due, in the same transaction as the change.
+   */
+  /**
+   * Fires timers whole: records each occurrence's run through the job's overlap policy,
+   * consumes the timer and writes the job's next one (or ends a one-shot job). A timer marked
+   * by `writeRunsAhead` (written ahead, then dispatching ahead turned off) finds its run
+   * already there (`inserted: false`) and is consumed.
+   */
   dispatch(items: readonly DispatchItem[], nowMs: number): Promise<DispatchResult[]>;
+  /**
+   * Writes the runs of one-shot timers before their fire time: `ready`, leasable from the fire
+   * time; each timer stays pending, marked, its job active. Only for a job with no active run.
+   */
+  writeRunsAhead(items: readonly WriteAheadItem[], nowMs: number): Promise<WriteAheadResult[]>;
+  /**
+   * Finishes timers whose runs were written ahead: consumes each marked timer and marks its job
+   * done. Reads no job's spec (a herd's finishes come all at once); the runs come due now, so
+   * parked waiters of their pools are served in this transaction (`setParkedWaiters`).
+   */
+  finishAhead(items: readonly FinishAheadItem[], nowMs: number): Promise<FinishAheadResult[]>;
   /** Active recurring jobs with no pending timer (the silent miss). */
   findJobsWithoutTimer(limit: number): Promise<JobRecord[]>;
   /** Writes the timer only if the job is still active and still has none; answers whether it wrote. */
@@ -444,10 +489,24 @@ export interface Store extends StoreNotifications, CapacityStore {
   countJobsWithoutTimer(): Promise<number>;
   /**
    * Releases `buffer_one` runs still held though no other run of their job is active: what the
-   * end of the run before should have released. The reconciler's net for a release missed
-   * (PostgreSQL: a PATCH to `buffer_one` committed while a completion of the job ran, and a
-   * dispatch held the next run in the same instant; the completion read the old overlap).
-   * Answers the runs released, at most `limit` jobs' worth.
+   * end of the run before should have released. Answers the runs released, at most `limit`
+   * jobs' worth. The reconciler calls it every pass, as the net for this race on PostgreSQL
+   * (test/store/postgres-held-race.test.ts):
+   *
+   * 1. Run A of job J (overlap `allow`) is running; its completion's statement starts, reads
+   *    J's overlap and whether J holds a run (as of the statement's snapshot: `allow`, none),
+   *    and waits for A's row lock, held by another transaction (a heartbeat, say).
+   * 2. Meanwhile a PATCH of J to `buffer_one` commits, and a dispatch of J's next occurrence B
+   *    sees A active under `buffer_one` and writes B held behind it.
+   * 3. The completion gets A's lock and ends A, but from what it read in step 1 it has nothing
+   *    to release: B stays held with no run left to release it.
+   *
+   * Under READ COMMITTED a statement that waited for a row lock rechecks only that row, not the
+   * job it read beside it: closing the race in the completion would need every completion to
+   * lock its job row before reading it (today only one that may release a held run does),
+   * where this release costs a pass one indexed read of the held runs. The
+   * embedded store has one writer and never strands a run this way; it implements the same
+   * release all the same.
    */
   releaseStrandedHeldRuns(nowMs: number, limit: number): Promise<{ runId: string; jobId: string }[]>;
   /**
@@ -466,11 +525,12 @@ export interface Store extends StoreNotifications, CapacityStore {
   // Workers --------------------------------------------------------------------------------
   leaseRuns(request: LeaseRunsRequest): Promise<LeasedRun[]>;
   /**
-   * Optional: lets a dispatch lease the runs it makes ready to parked waiters in its own
-   * transaction, instead of a lease transaction per waiter after it (both stores have it).
-   * A store without it leaves waiters to onRunsReady alone, which is always correct.
+   * Optional: lets `dispatch`, `writeRunsAhead` and `finishAhead` lease the runs they make
+   * ready to long-poll waiters parked for their pools, inside their own transaction, instead
+   * of a lease transaction per waiter after it (both stores have it; null detaches). A store
+   * without it leaves waiters to onRunsReady alone, which is always correct.
    */
-  setDispatchLeaser?(leaser: DispatchLeaser | null): void;
+  setParkedWaiters?(claimWaiter: ClaimParkedWaiter | null): void;
   heartbeatRun(team: TeamScope, runId: string, fencingToken: string, nowMs: number): Promise<HeartbeatOutcome>;
   completeRun(request: CompleteRequest): Promise<CompleteOutcome>;
   /** Re-offers, kills or abandons runs whose worker lease ran out before `nowMs`. */
@@ -492,11 +552,78 @@ export interface Store extends StoreNotifications, CapacityStore {
   // Health ---------------------------------------------------------------------------------
   ping(): Promise<void>;
   close(): Promise<void>;
+
+  // Cluster membership (membership.ts) -------------------------------------------------------
+  /**
+   * One node's membership of the cluster, for its heartbeats (`ClusterMembership`): the members
+   * every node of the database sees (PostgreSQL), or the nodes of this process, the one the
+   * data-directory lock lets in (SQLite; membership.ts says what each store answers). Close it
+   * before the store.
+   */
+  openMembership(options: MembershipOptions): Promise<ClusterMembership>;
 }
 
 /** Lanes in the order workers are served. */
 export const laneOrder: readonly Lane[] = ['P0', 'P1', 'P2'];
 
+// Team limits and create quotas --------------------------------------------------------------
+// (docs/API.md "Team limits", DESIGN.md "Quotas across nodes")
+
+/** The entry every team without one of its own takes (`PUT /v1/teams/default/limits`, `default` in `--limits FILE`). */
+export const defaultLimitsEntry = 'default';
+
+/** A team's limits as stored; null is unlimited. */
+export interface TeamLimitsEntry {
+  /** The team, or `defaultLimitsEntry`. */
+  team: string;
+  createPerS: number | null;
+  pendingMax: number | null;
+  dispatchPerS: number | null;
+  /** Its share in fair leasing (1 unless set). */
+  weight: number;
+}
+
+/** What a create of one team is held to; built by the service from its limits. */
+export interface CreateQuota {
+  team: string;
+  createPerS: number | null;
+  pendingMax: number | null;
+}
+
+export type QuotaLimitName = 'create_per_s' | 'pending_max';
+
+export type QuotaCreateOutcome =
+  | { kind: 'created'; outcomes: CreateJobOutcome[] }
+  /** Nothing written; the client may send the same request again after `retryAfterMs`. */
+  | { kind: 'refused'; limit: QuotaLimitName; retryAfterMs: number; pending?: number };
+
+/**
+ * How long a team's pending count (its active counted jobs and its ready runs, counted up to
+ * `pending_max`) serves its creates before it is counted again; creates in between add to it.
+ * A drain (runs leased) is seen at most this late, and a refusal for `pending_max` says to
+ * come back after it.
+ */
+export const pendingRecountIntervalMs = 1000;
+
+export interface TeamLimitsStore {
+  /** Every stored entry, the default's included. */
+  listTeamLimits(): Promise<TeamLimitsEntry[]>;
+  /**
+   * Writes each entry, replacing the team's. An entry with `pendingMax` marks the team's active
+   * jobs as counted (every team's, for the default entry), so its pending count sees jobs created
+   * before it had the limit.
+   */
+  putTeamLimits(entries: readonly TeamLimitsEntry[], nowMs: number): Promise<void>;
+  /** Removes the team's entry; answers whether there was one. */
+  deleteTeamLimits(team: string): Promise<boolean>;
+  /**
+   * `createJobs` for one team held to its quota, in one transaction with the team's bucket row
+   * (locked on PostgreSQL, so every node takes from the same tokens): the items all fit and are
+   * created (their jobs counted toward `pending_max` when the quota has one), or nothing is
+   * written. Every item counts, a keyed repeat of a job that exists as well.
+   */
+  createJobsWithinQuota(items: CreateJobInput[], nowMs: number, quota: CreateQuota): Promise<QuotaCreateOutcome>;
+}
 
 // Capacity: pauses, resource caps, dispatch caps ------------------------------------------
 // (docs/API.md "Capacity"; lease-gates.ts in each store.) A lease takes no run of a paused

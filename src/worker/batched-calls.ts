@@ -3,7 +3,7 @@
  * through `POST /v1/runs:heartbeat` (extensions of API.md), each coalesced by a
  * `RequestBatcher`, falling back to the per-run routes on a server without them.
  */
-import { batchRequestBodyBytesMax, leaseBatchMax } from '../limits.js';
+import { batchRequestBodyBytesMax, leaseBatchMax, workerBatchItemOverheadBytes } from '../limits.js';
 import type { WorkerApi } from './worker-api.js';
 import { RequestBatcher, itemErrorOf, type BatchLinger } from './request-batcher.js';
 import { TicklerApiError } from './errors.js';
@@ -11,8 +11,6 @@ import type { CompleteBatchItem, HeartbeatBatchItem, ItemError } from './wire.js
 
 /** Half the server's batch body limit: the estimate below leaves out JSON punctuation. */
 const batchBytesMax = batchRequestBodyBytesMax / 2;
-/** An item's fields besides its result and error text, generously. */
-const itemOverheadBytes = 256;
 
 export type CompletionBatcher = RequestBatcher<CompleteBatchItem, unknown>;
 export type HeartbeatBatcher = RequestBatcher<HeartbeatBatchItem, { lease_expires_at: string }>;
@@ -45,7 +43,7 @@ export function completionBatcher(client: WorkerApi, onBatchRouteMissing: () => 
     },
     sendOne: ({ run_id: runId, ...body }, timeoutMs) =>
       client.completeRun(runId, body, timeoutMs === undefined ? {} : { timeoutMs }),
-    bytesOf: (item) => itemOverheadBytes
+    bytesOf: (item) => workerBatchItemOverheadBytes
       + (item.result === undefined ? 0 : Buffer.byteLength(JSON.stringify(item.result) ?? '', 'utf8'))
       + (item.error === undefined ? 0 : Buffer.byteLength(JSON.stringify(item.error), 'utf8')),
   }, { itemsMax: leaseBatchMax, bytesMax: batchBytesMax, onBatchRouteMissing, ...(linger === undefined ? {} : { linger }) });
@@ -61,6 +59,6 @@ export function heartbeatBatcher(client: WorkerApi, onBatchRouteMissing: () => v
     },
     sendOne: (item, timeoutMs) =>
       client.heartbeat(item.run_id, item.fencing_token, timeoutMs === undefined ? {} : { timeoutMs }),
-    bytesOf: () => itemOverheadBytes,
+    bytesOf: () => workerBatchItemOverheadBytes,
   }, { itemsMax: leaseBatchMax, bytesMax: batchBytesMax, onBatchRouteMissing });
 }

@@ -10,7 +10,7 @@
  * With `coalesceCreates`, concurrent `createJob` calls share `POST /v1/jobs:batch` requests
  * (create-batcher.ts).
  */
-import { batchJobsMax, batchRequestBodyBytesMax, requestBodyBytesMax } from '../limits.js';
+import { batchJobsMax, batchRequestBodyBytesMax, requestBodyBytesMax, clientLongPollTimeoutHeadroomMs, clientRequestTimeoutMsDefault } from '../limits.js';
 import { createBatcher, type CreateBatcher, type CreateText } from './create-batcher.js';
 import { TicklerApiError, TicklerNetworkError } from './errors.js';
 import { RequestBatcher, aloneAsItem, itemErrorOf, type BatchItemResult } from './request-batcher.js';
@@ -85,10 +85,6 @@ interface SendOptions extends RequestOptions {
   query?: Record<string, QueryValue>;
 }
 
-const requestTimeoutMsDefault = 30_000;
-/** Headroom over `wait_s` so a long-poll that answers on time is never cut short by its timeout. */
-const longPollTimeoutHeadroomMs = 10_000;
-
 export class TicklerClient implements WorkerApi {
   readonly baseUrl: string;
   private readonly apiKey: string | undefined;
@@ -106,7 +102,7 @@ export class TicklerClient implements WorkerApi {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.apiKey = options.apiKey;
     this.transport = options.fetch === undefined ? httpTransport() : fetchTransport(options.fetch);
-    this.requestTimeoutMs = options.requestTimeoutMs ?? requestTimeoutMsDefault;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? clientRequestTimeoutMsDefault;
     if (options.coalesceCreates === true) {
       const timeoutOf = (timeoutMs: number | undefined): RequestOptions => (timeoutMs === undefined ? {} : { timeoutMs });
       const createOne = (text: string, timeoutMs: number | undefined): Promise<Job> =>
@@ -330,7 +326,7 @@ export class TicklerClient implements WorkerApi {
 
   /** Waits up to `wait_s` for work; the request's own timeout allows for that wait. */
   leaseRuns(body: LeaseRequest, options?: RequestOptions): Promise<{ runs: LeasedRun[] }> {
-    const timeoutMs = options?.timeoutMs ?? this.requestTimeoutMs + (body.wait_s ?? 0) * 1_000 + longPollTimeoutHeadroomMs;
+    const timeoutMs = options?.timeoutMs ?? this.requestTimeoutMs + (body.wait_s ?? 0) * 1_000 + clientLongPollTimeoutHeadroomMs;
     return this.json('POST', '/v1/workers/lease', { body, ...options, timeoutMs });
   }
 

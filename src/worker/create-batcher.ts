@@ -23,7 +23,7 @@
  *   a caller that retries should give its jobs a `key`, so a repeat answers the same job;
  * - a server without the batch route (404 to the whole batch) gets single creates from then on.
  */
-import { batchJobsMax, batchRequestBodyBytesMax } from '../limits.js';
+import { batchJobsMax, batchRequestBodyBytesMax, clientCreateBatchEnvelopeBytes } from '../limits.js';
 import { TicklerApiError } from './errors.js';
 import { RequestBatcher, aloneAsItem, itemErrorOf, type BatchItemResult } from './request-batcher.js';
 import type { BatchIdResult, BatchResult, Job } from './wire.js';
@@ -49,8 +49,6 @@ export interface CreateRoutes<T> {
 
 export type CreateBatcher<T = Job> = RequestBatcher<CreateText, T>;
 
-/** `{"jobs":[` and `]}` around the items (and `"answer":"id",`), with room to spare. */
-const batchEnvelopeBytes = 64;
 
 export function createBatcher<T>(routes: CreateRoutes<T>, onBatchRouteMissing: (error: TicklerApiError) => void):
   CreateBatcher<T> {
@@ -76,5 +74,5 @@ export function createBatcher<T>(routes: CreateRoutes<T>, onBatchRouteMissing: (
     sendOne: (item, timeoutMs) => routes.createOne(item.text, timeoutMs),
     // The comma between items.
     bytesOf: (item) => item.bytes + 1,
-  }, { itemsMax: batchJobsMax, bytesMax: batchRequestBodyBytesMax - batchEnvelopeBytes, onBatchRouteMissing });
+  }, { itemsMax: batchJobsMax, bytesMax: batchRequestBodyBytesMax - clientCreateBatchEnvelopeBytes, onBatchRouteMissing });
 }

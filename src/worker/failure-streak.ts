@@ -5,11 +5,9 @@
  * ~0.2 s would otherwise write a warning per attempt for as long as the server is away.
  */
 import type { Clock } from '../clock.js';
+import { workerFailureLogIntervalMsDefault } from '../limits.js';
 import { describe } from './client.js';
 import type { WorkerLogger } from './run-attempt.js';
-
-/** Between two warnings while the failures last. */
-export const failureLogIntervalMsDefault = 5_000;
 
 export class FailureStreak {
   private failures = 0;
@@ -22,7 +20,7 @@ export class FailureStreak {
     private readonly context: object,
     private readonly logger: WorkerLogger,
     private readonly clock: Clock,
-    private readonly intervalMs = failureLogIntervalMsDefault,
+    private readonly intervalMs = workerFailureLogIntervalMsDefault,
   ) {}
 
   failed(error: unknown): void {

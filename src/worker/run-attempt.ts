@@ -15,7 +15,7 @@
  */
 import type { Clock } from '../clock.js';
 import type { GroupedTimers } from './grouped-timers.js';
-import { errorTextLengthMax, leaseSecondsMax, leaseSecondsMin } from '../limits.js';
+import { errorTextLengthMax, leaseSecondsMax, leaseSecondsMin, workerCompleteRetryDelayMsBase, workerCompleteRetryDelayMsMax, workerCompleteTriesCountMin, workerHeartbeatFailuresCountMax } from '../limits.js';
 import { describe } from './client.js';
 import type { CompletionBatcher, HeartbeatBatcher } from './batched-calls.js';
 import { PermanentError, TicklerApiError } from './errors.js';
@@ -72,18 +72,6 @@ export interface AttemptDependencies {
   isStopping(): boolean;
   random: () => number;
 }
-
-export const heartbeatFailuresMax = 2;
-/**
- * A completion that gets no answer is retried at least this many times, and beyond that for
- * as long as its lease is known to last: until then no other worker can have the run, so a
- * server restarting for a few seconds (bench:peers W8 stops one for 5 s) still gets the outcome
- * instead of offering the run again once the lease runs out. Delays double from 0.5 s to 2 s,
- * ×0.5–1.5 jitter. A stopping worker keeps to the minimum, so a stop never waits out a lease.
- */
-const completeTriesMin = 3;
-const completeRetryDelayMs = 500;
-const completeRetryDelayMsMax = 2_000;
 
 /** Heartbeats every third of the lease duration (DESIGN.md flow 6). */
 export function heartbeatIntervalMsOf(leaseS: number | undefined, leaseExpiresAtMs: number, nowMs: number): number {
@@ -238,7 +226,7 @@ export class RunAttempt {
       this.heartbeatFailures += 1;
       logger.warn({ runId: this.run.run_id, failures: this.heartbeatFailures, error: describe(error) },
         'heartbeat failed');
-      if (this.heartbeatFailures >= heartbeatFailuresMax) {
+      if (this.heartbeatFailures >= workerHeartbeatFailuresCountMax) {
         this.abort(new LeaseLostError('heartbeat_failed',
           `${this.heartbeatFailures} heartbeats in a row failed: ${describe(error)}`, { cause: error }));
         return;
@@ -262,9 +250,9 @@ export class RunAttempt {
   private completionFailed(item: CompleteBatchItem, tryNumber: number, error: unknown): void {
     const { clock, logger, random } = this.dependencies;
     const retryable = !(error instanceof TicklerApiError) || error.retryable;
-    const delayMs = Math.min(completeRetryDelayMs * 2 ** (tryNumber - 1), completeRetryDelayMsMax) * (0.5 + random());
+    const delayMs = Math.min(workerCompleteRetryDelayMsBase * 2 ** (tryNumber - 1), workerCompleteRetryDelayMsMax) * (0.5 + random());
     const leaseOver = clock.nowMs() + delayMs > this.leaseExpiresAtMs || this.dependencies.isStopping();
-    if (!retryable || (tryNumber >= completeTriesMin && leaseOver)) {
+    if (!retryable || (tryNumber >= workerCompleteTriesCountMin && leaseOver)) {
       // A 409 means another attempt owns the run now: ours changes nothing, by design.
       const level = error instanceof TicklerApiError && error.status === 409 ? 'warn' : 'error';
       logger[level]({ runId: item.run_id, status: item.status, error: describe(error) },

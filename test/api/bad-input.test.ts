@@ -331,7 +331,7 @@ describe('store outage', () => {
         const value = Reflect.get(target, property, receiver) as unknown;
         if (typeof value !== 'function') return value;
         // Registrations touch no storage: they work through an outage.
-        if (property === 'close' || property === 'onRunsReady' || property === 'onNearTimers' || property === 'setDispatchLeaser') {
+        if (property === 'close' || property === 'onRunsReady' || property === 'onNearTimers' || property === 'setParkedWaiters') {
           return value.bind(target);
         }
         return () => Promise.reject(error());

@@ -27,7 +27,7 @@ describe('operations', () => {
     const metrics = await h.call('GET', '/metrics');
     assert.equal(metrics.status, 200);
     assert.match(String(metrics.headers['content-type']), /^text\/plain/);
-    assert.match(metrics.text, /^tickler_jobs_created_total 1$/m);
+    assert.match(metrics.text, /^tickler_jobs_created_total\{team="default"\} 1$/m);
     assert.match(metrics.text, /^tickler_http_errors_total\{code="not_found"\} 1$/m);
     assert.match(metrics.text, /^tickler_http_errors_total\{code="invalid_json"\} 1$/m);
   });

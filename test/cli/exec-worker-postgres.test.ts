@@ -9,7 +9,6 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import pg from 'pg';
 import { VirtualClock } from '../../src/clock.js';
 import { runIdOf } from '../../src/domain/identity.js';
 import { timingDefaults } from '../../src/limits.js';
@@ -19,20 +18,12 @@ import { Scheduler } from '../../src/scheduler/scheduler.js';
 import { withDefaultUser } from '../../src/store/postgres/connection.js';
 import { openPostgresStore } from '../../src/store/postgres/index.js';
 import { jobInput, jobSpec } from '../fixtures/jobs.js';
-import { postgresSkipReason, testPgUrl } from '../store/postgres-harness.js';
+import { adminQuery, postgresSkipReason, testPgUrl } from '../store/postgres-harness.js';
 
 const skip = await postgresSkipReason();
 const startMs = Date.parse('2026-11-29T00:00:00.000Z');
 
-async function admin(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
+const admin = adminQuery;
 
 void describe('tickler worker --store postgres://', { skip: skip ?? false }, () => {
   void it('runs a command per run straight from the database and records the outcome; SIGTERM exits 0', async (t) => {

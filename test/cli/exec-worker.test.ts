@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, beforeEach, describe, test } from 'node:test';
 import { VirtualClock } from '../../src/clock.js';
-import { createExecHandler, RunningCommands, stderrTailBytesMax, TailBuffer } from '../../src/cli/exec-handler.js';
+import { createExecHandler, RunningCommands, TailBuffer } from '../../src/cli/exec-handler.js';
+import { cliExecStderrTailBytesMax } from '../../src/limits.js';
 import { silentLogger } from '../../src/obs/log.js';
 import { TicklerClient } from '../../src/worker/client.js';
 import { PermanentError } from '../../src/worker/errors.js';
@@ -96,7 +97,7 @@ describe('tickler worker --exec against a server', () => {
     const noisy = await completionOf('@payload', { exec: { command: `head -c 10000 /dev/zero | tr '\\0' a; printf END; exit 3` } });
     assert.equal(noisy.status, 'failed');
     assert.ok(noisy.error!.endsWith('aaaEND'));
-    assert.equal(noisy.error!.length, 'command exited with code 3: '.length + stderrTailBytesMax);
+    assert.equal(noisy.error!.length, 'command exited with code 3: '.length + cliExecStderrTailBytesMax);
   });
 
   test('--exec @payload refuses a payload without a command, permanently', async () => {
@@ -109,7 +110,7 @@ describe('tickler worker --exec against a server', () => {
     const body = await completionOf(`head -c 10000 /dev/zero | tr '\\0' a >&2; printf END >&2; exit 1`);
     assert.equal(body.status, 'failed');
     assert.ok(body.error!.endsWith('aaaEND'));
-    assert.equal(body.error!.length, 'command exited with code 1: '.length + stderrTailBytesMax);
+    assert.equal(body.error!.length, 'command exited with code 1: '.length + cliExecStderrTailBytesMax);
   });
 });
 

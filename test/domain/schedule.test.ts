@@ -2,6 +2,9 @@
 // query functions' boundaries: strictly after, limits, until, counting without enumerating.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { parseCron } from '../../src/domain/schedule/cron-expression.js';
+import { nextTimeOfDay } from '../../src/domain/schedule/wall-calendar.js';
 import {
   compileSchedule, countOccurrences, isValidTimeZone, newestOccurrences, nextOccurrence, occurrencesAfter,
   type CompiledSchedule,
@@ -151,4 +154,23 @@ void test('a job every second over a month is counted, not walked', () => {
   assert.equal(newest.length, 100);
   assert.equal(newest.at(-1)?.scheduledAtMs, untilMs - 1_000);
   assert.ok(performance.now() - startedMs < 2_000, 'bounded time');
+});
+
+void test('minGapMs equals the smallest gap found by walking every matching second of the day', () => {
+  const field = (max: number) => fc.uniqueArray(fc.integer({ min: 0, max }), { minLength: 1, maxLength: 6 })
+    .map((values) => values.sort((left, right) => left - right).join(','));
+  fc.assert(fc.property(field(59), field(59), field(23), (seconds, minutes, hours) => {
+    const expression = `${seconds} ${minutes} ${hours} * * *`;
+    const parsed = parseCron(expression);
+    let walkedGapS = 86_400;
+    let first = -1;
+    let previous = -1;
+    for (let time = nextTimeOfDay(parsed, 0); time >= 0; time = time + 1 < 86_400 ? nextTimeOfDay(parsed, time + 1) : -1) {
+      if (first < 0) first = time;
+      else walkedGapS = Math.min(walkedGapS, time - previous);
+      previous = time;
+    }
+    walkedGapS = Math.min(walkedGapS, first + 86_400 - previous);
+    assert.equal(cron(expression).minGapMs, walkedGapS * 1_000, expression);
+  }), { numRuns: 500 });
 });

@@ -1,6 +1,7 @@
 // The timing wheel against a plain sorted-list model: whatever the inserts, removes and
 // advances, the wheel fires exactly the entries the model says are due, in time order, and
-// nextDueMs is the model's earliest entry, and lastDueBy(limit) its latest entry up to limit.
+// nextDueMs is the model's earliest entry, lastDueBy(limit) its latest entry up to limit, and
+// countDueBy(limit) the number of its entries up to limit.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
@@ -59,6 +60,7 @@ test('the wheel fires what a sorted-list model fires, in order', () => {
         for (const limitMs of [nowMs - 3_000, nowMs, nowMs + 9, nowMs + 2_600, nowMs + 170_000, nowMs + 11_000_000]) {
           const upTo = [...model.values()].filter((at) => at <= limitMs);
           assert.equal(wheel.lastDueBy(limitMs), upTo.length === 0 ? null : Math.max(...upTo));
+          assert.equal(wheel.countDueBy(limitMs), upTo.length);
         }
       }
     }),

@@ -536,8 +536,9 @@ test('when the store says near-timer announcements may have been lost, the loade
   }
 });
 
-// Dispatching a one-shot job ahead (DispatchItem.stage): what a change to the job between the
-// run's write and its fire time does to that run, on the embedded store.
+// Dispatching a one-shot job ahead (Store.writeRunsAhead, then Store.finishAhead): what a
+// change to the job between the run's write and its fire time does to that run, on the
+// embedded store.
 
 async function createOneShot(h: Harness, atMs: number, overrides: Partial<JobSpec> = {}): Promise<JobRecord> {
   const [outcome] = await h.store.createJobs([jobInput(jobSpec({ at: new Date(atMs).toISOString() }, overrides), h.clock.nowMs())],
@@ -742,16 +743,24 @@ test('only a herd is dispatched ahead: a timer alone in its tick waits for its o
 });
 
 test('a timer at its fire time goes before a herd\'s early work taken out of the wheel in the same pass', async () => {
-  const calls: { stages: (string | undefined)[]; jobIds: string[] }[] = [];
+  const calls: { call: 'dispatch' | 'writeRunsAhead'; jobIds: string[] }[] = [];
   const h = await harness({
     timing: { ...timing, dispatchAheadMinTimers: timingDefaults.dispatchAheadMinTimers },
     wrap: (store) => new Proxy(store, {
       get(target, property, receiver) {
-        if (property !== 'dispatch') return Reflect.get(target, property, receiver) as unknown;
-        return async (items: Parameters<Store['dispatch']>[0], nowMs: number) => {
-          calls.push({ stages: items.map((item) => item.stage), jobIds: items.map((item) => item.jobId) });
-          return target.dispatch(items, nowMs);
-        };
+        if (property === 'dispatch') {
+          return async (items: Parameters<Store['dispatch']>[0], nowMs: number) => {
+            calls.push({ call: property, jobIds: items.map((item) => item.jobId) });
+            return target.dispatch(items, nowMs);
+          };
+        }
+        if (property === 'writeRunsAhead') {
+          return async (items: Parameters<Store['writeRunsAhead']>[0], nowMs: number) => {
+            calls.push({ call: property, jobIds: items.map((item) => item.jobId) });
+            return target.writeRunsAhead(items, nowMs);
+          };
+        }
+        return Reflect.get(target, property, receiver) as unknown;
       },
     }),
   });
@@ -766,14 +775,15 @@ test('a timer at its fire time goes before a herd\'s early work taken out of the
     const alone = await createOneShot(h, aloneAtMs);
     await h.clock.advance(20_010);
     const withAlone = calls.findIndex((call) => call.jobIds.includes(alone.jobId));
-    const firstAhead = calls.findIndex((call) => call.stages.includes('ahead'));
+    const firstAhead = calls.findIndex((call) => call.call === 'writeRunsAhead');
     assert.ok(withAlone >= 0 && firstAhead >= 0, `dispatched: ${JSON.stringify(calls.map((call) => call.jobIds.length))}`);
-    assert.ok(withAlone <= firstAhead, `the timer at its time went in dispatch call ${withAlone}, the early work from call ${firstAhead}`);
-    assert.equal(calls[withAlone]!.jobIds[0], alone.jobId, 'first in its transaction');
+    assert.ok(withAlone < firstAhead, `the timer at its time went in store call ${withAlone}, the early work from call ${firstAhead}`);
+    assert.equal(calls[withAlone]!.call, 'dispatch');
+    assert.equal(calls[withAlone]!.jobIds[0], alone.jobId, 'first in its call');
     const run = await h.store.getRun(null, runIdOf(alone.jobId, aloneAtMs));
     assert.equal(run?.dispatchedAtMs, aloneAtMs, 'fired whole at its time, when the pass woke');
     // The herd was written ahead all the same, every member once.
-    const aheadJobIds = calls.flatMap((call) => call.jobIds.filter((_, index) => call.stages[index] === 'ahead'));
+    const aheadJobIds = calls.flatMap((call) => (call.call === 'writeRunsAhead' ? call.jobIds : []));
     assert.equal(new Set(aheadJobIds).size, herd.length);
     assertWrittenAhead(await h.store.getRun(null, runIdOf(herd.at(-1)!.job.jobId, herdAtMs)), herdAtMs, 'the herd\'s last', aloneAtMs);
   } finally {

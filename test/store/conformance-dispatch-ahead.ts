@@ -1,14 +1,15 @@
-// Conformance: a one-shot timer fired in two stages (DispatchItem.stage), for every store
-// with `dispatchesAhead`. What each stage writes; that a stage arriving twice, late, fenced or
-// for the wrong timer writes nothing it should not; and that a change to the job before the
-// run comes due (cancel, batch and prefix cancel, PATCH to another time, PATCH keeping the
-// occurrence) takes the run back or moves it in the same transaction. The scheduler's side
-// (when a stage is chosen) is tested in test/scheduler/scheduler.test.ts.
+// Conformance: a one-shot timer fired in two calls, `Store.writeRunsAhead` then
+// `Store.finishAhead`, on every store. What each writes; that a call arriving twice, late,
+// fenced or for the wrong timer writes nothing it should not; that the finish serves parked
+// waiters in its transaction; and that a change to the job before the run comes due (cancel,
+// batch and prefix cancel, PATCH to another time, PATCH keeping the occurrence) takes the run
+// back or moves it in the same transaction. The scheduler's side (which operation fires a
+// timer) is tested in test/scheduler/herd-plan.test.ts and test/scheduler/scheduler.test.ts.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { runIdOf } from '../../src/domain/identity.js';
 import type { JobSpec } from '../../src/domain/types.js';
-import { leaseCameBackShort, type DispatchItem, type Store } from '../../src/store/store.js';
+import { leaseCameBackShort, type LeasedRun, type ParkedWaiterClaim, type Store } from '../../src/store/store.js';
 import {
   createJob, dispatchItem, jobSpec, leaseOne, leaseTtlMs, minuteMs, ownShard, pendingTimerOf, t0Ms, timerAt, withStore,
   type OpenStore,
@@ -17,30 +18,26 @@ import {
 const dueMs = t0Ms + minuteMs;
 const aheadMs = dueMs - 5_000;
 
-/** A one-shot job due at `dueMs`, its shard owned, and the item of each stage for its timer. */
+/** A one-shot job due at `dueMs`, its shard owned, and the item that fires its timer (for any of the three calls). */
 async function oneShot(store: Store, spec: Partial<JobSpec> = {}) {
   const job = await createJob(store, { timer: timerAt(dueMs), spec });
   const timer = (await pendingTimerOf(store, job))!;
   const lease = await ownShard(store, job.shard, aheadMs - 1);
-  const item = (stage: DispatchItem['stage']): DispatchItem => ({ ...dispatchItem(lease, timer), stage });
-  return { job, timer, lease, item, runId: runIdOf(job.jobId, timer.scheduledAtMs) };
+  return { job, timer, lease, item: dispatchItem(lease, timer), runId: runIdOf(job.jobId, timer.scheduledAtMs) };
 }
 
 export function runDispatchAheadConformance(open: OpenStore): void {
-  void describe('dispatching a one-shot timer ahead, in two stages', () => runStageTests(open));
+  void describe('writing a one-shot timer\'s run ahead, then finishing it', () => runStageTests(open));
   void describe('a change before the run written ahead comes due', () => runChangeTests(open));
   void describe('leasing ahead of the ready time (aheadMs)', () => runLeaseAheadTests(open));
 }
 
 function runStageTests(open: OpenStore): void {
-  void it('ahead writes the run ready from its fire time and keeps the timer, marked; finish consumes it and ends the job',
+  void it('writeRunsAhead writes the run ready from its fire time and keeps the timer, marked; finishAhead consumes it and ends the job',
     () => withStore(open, async (store) => {
       const { job, timer, item, runId } = await oneShot(store);
-      const [ahead] = await store.dispatch([item('ahead')], aheadMs);
-      assert.deepEqual(ahead, {
-        kind: 'dispatched', timerId: timer.timerId, pool: job.spec.pool, nextTimerId: timer.timerId,
-        runs: [{ runId, status: 'ready', inserted: true }], nextTimerDispatchedAhead: true,
-      });
+      const [ahead] = await store.writeRunsAhead([item], aheadMs);
+      assert.deepEqual(ahead, { kind: 'written_ahead', timerId: timer.timerId, runs: [{ runId, status: 'ready', inserted: true }] });
       const run = await store.getRun(null, runId);
       assert.equal(run?.readyAtMs, dueMs);
       assert.equal(run.dispatchedAtMs, aheadMs);
@@ -48,65 +45,103 @@ function runStageTests(open: OpenStore): void {
       assert.equal((await store.getJob(null, job.jobId))?.state, 'active');
       assert.equal(await leaseOne(store, dueMs - 1, { pool: job.spec.pool }), undefined, 'not leasable before its time');
 
-      const [finished] = await store.dispatch([item('finish')], dueMs);
-      assert.deepEqual(finished, { kind: 'dispatched', timerId: timer.timerId, runs: [], pool: job.spec.pool, nextTimerId: null });
+      const [finished] = await store.finishAhead([item], dueMs);
+      assert.deepEqual(finished, { kind: 'finished', timerId: timer.timerId });
       assert.equal(await pendingTimerOf(store, job), undefined);
       assert.equal((await store.getJob(null, job.jobId))?.state, 'done');
       assert.equal((await leaseOne(store, dueMs, { pool: job.spec.pool }))?.runId, runId);
-      assert.deepEqual(await store.dispatch([item('finish')], dueMs + 1), [{ kind: 'timer_gone', timerId: timer.timerId }],
+      assert.deepEqual(await store.finishAhead([item], dueMs + 1), [{ kind: 'timer_gone', timerId: timer.timerId }],
         'a second finish finds nothing');
     }));
 
-  void it('a second ahead of the same timer writes nothing more and says the timer awaits its finish',
+  void it('a second writeRunsAhead of the same timer writes nothing more and says the timer awaits its finish',
     () => withStore(open, async (store) => {
-      const { job, timer, item, runId } = await oneShot(store);
-      await store.dispatch([item('ahead')], aheadMs);
-      const [again] = await store.dispatch([item('ahead')], aheadMs + 10);
-      assert.deepEqual(again, {
-        kind: 'dispatched', timerId: timer.timerId, pool: job.spec.pool, nextTimerId: timer.timerId, runs: [],
-        nextTimerDispatchedAhead: true,
-      });
+      const { timer, item, runId } = await oneShot(store);
+      await store.writeRunsAhead([item], aheadMs);
+      const [again] = await store.writeRunsAhead([item], aheadMs + 10);
+      assert.deepEqual(again, { kind: 'written_ahead', timerId: timer.timerId, runs: [] });
       assert.deepEqual((await store.getRun(null, runId))?.events.map((event) => event.type), ['dispatched']);
     }));
 
   void it('a finish for a timer whose run was not written ahead consumes nothing, so the timer still fires whole',
     () => withStore(open, async (store) => {
       const { job, timer, item, runId } = await oneShot(store);
-      assert.deepEqual(await store.dispatch([item('finish')], dueMs), [{ kind: 'timer_gone', timerId: timer.timerId }]);
+      assert.deepEqual(await store.finishAhead([item], dueMs), [{ kind: 'timer_gone', timerId: timer.timerId }]);
       assert.equal((await pendingTimerOf(store, job))?.timerId, timer.timerId, 'still pending');
       assert.equal((await store.getJob(null, job.jobId))?.state, 'active');
-      const [whole] = await store.dispatch([item('whole')], dueMs);
+      const [whole] = await store.dispatch([item], dueMs);
       assert.deepEqual(whole?.kind === 'dispatched' && whole.runs, [{ runId, status: 'ready', inserted: true }]);
     }));
 
   void it('a whole dispatch of a marked timer finishes the job without a second run (dispatching ahead turned off meanwhile)',
     () => withStore(open, async (store) => {
       const { job, item, runId } = await oneShot(store);
-      await store.dispatch([item('ahead')], aheadMs);
-      const [whole] = await store.dispatch([item('whole')], dueMs);
+      await store.writeRunsAhead([item], aheadMs);
+      const [whole] = await store.dispatch([item], dueMs);
       assert.deepEqual(whole?.kind === 'dispatched' && whole.runs, [{ runId, status: 'ready', inserted: false }]);
       assert.equal((await store.getJob(null, job.jobId))?.state, 'done');
       assert.equal((await store.listRuns({ team: null, limit: 10 })).items.length, 1);
     }));
 
-  void it('an ahead with a stale shard token writes nothing: no run, the timer unmarked', () => withStore(open, async (store) => {
+  void it('a writeRunsAhead with a stale shard token writes nothing: no run, the timer unmarked', () => withStore(open, async (store) => {
     const { job, timer, item, runId } = await oneShot(store);
     const [taken] = await store.acquireShardLeases('node-b', [job.shard], leaseTtlMs, aheadMs + leaseTtlMs, { force: true });
     assert.ok(taken !== undefined);
-    assert.deepEqual(await store.dispatch([item('ahead')], aheadMs + leaseTtlMs + 1), [{ kind: 'stale_token', timerId: timer.timerId }]);
+    assert.deepEqual(await store.writeRunsAhead([item], aheadMs + leaseTtlMs + 1), [{ kind: 'stale_token', timerId: timer.timerId }]);
     assert.equal(await store.getRun(null, runId), null);
     assert.equal((await pendingTimerOf(store, job))?.dispatchedAhead, undefined);
+  }));
+
+  void it('a finishAhead with a stale shard token writes nothing: the timer still pending, the job active',
+    () => withStore(open, async (store) => {
+      const { job, timer, item } = await writtenAhead(store);
+      const [taken] = await store.acquireShardLeases('node-b', [job.shard], leaseTtlMs, dueMs, { force: true });
+      assert.ok(taken !== undefined);
+      assert.deepEqual(await store.finishAhead([item], dueMs + 1), [{ kind: 'stale_token', timerId: timer.timerId }]);
+      assert.equal((await pendingTimerOf(store, job))?.dispatchedAhead, true);
+      assert.equal((await store.getJob(null, job.jobId))?.state, 'active');
+      assert.deepEqual(await store.finishAhead([{ ...item, shardToken: taken.token }], dueMs + 2),
+        [{ kind: 'finished', timerId: timer.timerId }], 'the new owner finishes it');
+    }));
+
+  void it('a writeRunsAhead for a job no longer active writes nothing and consumes its timer', () => withStore(open, async (store) => {
+    const { job, timer, item, runId } = await oneShot(store);
+    await store.cancelJob(null, job.jobId, aheadMs - 1);
+    assert.deepEqual(await store.writeRunsAhead([item], aheadMs), [{ kind: 'timer_gone', timerId: timer.timerId }]);
+    assert.equal(await store.getRun(null, runId), null);
+    assert.equal(await pendingTimerOf(store, job), undefined);
+  }));
+
+  void it('finishAhead leases the runs coming due to parked waiters in its own transaction', () => withStore(open, async (store) => {
+    const { job, item, runId } = await writtenAhead(store);
+    const settled: string[][] = [];
+    let claims = 0;
+    store.setParkedWaiters?.((pool, nowMs) => {
+      if (claims > 0 || pool !== job.spec.pool) return null;
+      claims++;
+      const claim: ParkedWaiterClaim = {
+        request: { team: null, pool, max: 1, leaseMs: 30_000, workerId: 'parked', nowMs },
+        settle: (runs: LeasedRun[]) => settled.push(runs.map((run) => run.runId)),
+      };
+      return claim;
+    });
+    try {
+      await store.finishAhead([item], dueMs);
+      assert.deepEqual(settled, [[runId]]);
+      const run = await store.getRun(null, runId);
+      assert.equal(run?.status, 'running');
+      assert.equal(run.workerId, 'parked');
+    } finally {
+      store.setParkedWaiters?.(null);
+    }
   }));
 
   void it('a job with an active run is not written ahead: its timer is kept as it was, for the fire time',
     () => withStore(open, async (store) => {
       const { job, timer, item, runId } = await oneShot(store);
       assert.equal((await store.triggerJob(null, job.jobId, aheadMs - 1))?.status, 'ready');
-      const [kept] = await store.dispatch([item('ahead')], aheadMs);
-      assert.deepEqual(kept, {
-        kind: 'dispatched', timerId: timer.timerId, pool: job.spec.pool, nextTimerId: timer.timerId, runs: [],
-        nextTimerDispatchedAhead: false,
-      });
+      const [kept] = await store.writeRunsAhead([item], aheadMs);
+      assert.deepEqual(kept, { kind: 'left_for_fire_time', timerId: timer.timerId });
       assert.equal(await store.getRun(null, runId), null);
       assert.equal((await pendingTimerOf(store, job))?.dispatchedAhead, undefined, 'unmarked: fired whole at its time');
     }));
@@ -119,8 +154,8 @@ const beforeDueMs = aheadMs + 1_000;
 /** A one-shot job whose run was written ahead at `aheadMs`. */
 async function writtenAhead(store: Store, spec: Parameters<typeof oneShot>[1] = {}) {
   const shot = await oneShot(store, spec);
-  const [ahead] = await store.dispatch([shot.item('ahead')], aheadMs);
-  assert.equal(ahead?.kind === 'dispatched' && ahead.runs.length, 1);
+  const [ahead] = await store.writeRunsAhead([shot.item], aheadMs);
+  assert.equal(ahead?.kind === 'written_ahead' && ahead.runs.length, 1);
   return shot;
 }
 
@@ -139,7 +174,7 @@ function runChangeTests(open: OpenStore): void {
       assert.equal(run.finishedAtMs, beforeDueMs);
       assert.deepEqual((await eventsOf(store, runId)).slice(1), [['cancelled', { reason: cancelledReason }]]);
       assert.equal(await pendingTimerOf(store, job), undefined);
-      assert.deepEqual(await store.dispatch([item('finish')], dueMs), [{ kind: 'timer_gone', timerId: timer.timerId }]);
+      assert.deepEqual(await store.finishAhead([item], dueMs), [{ kind: 'timer_gone', timerId: timer.timerId }]);
       assert.equal(await leaseOne(store, dueMs, { pool: job.spec.pool }), undefined);
     }));
 
@@ -204,8 +239,8 @@ function runChangeTests(open: OpenStore): void {
       assert.deepEqual((await eventsOf(store, runId)).slice(1),
         [['changed', { reason: changedReason, fire_at: dueMs, pool: 'pool-b', lane: 'P0' }]]);
       assert.equal((await pendingTimerOf(store, job))?.dispatchedAhead, true);
-      const [finished] = await store.dispatch([item('finish')], dueMs);
-      assert.equal(finished?.kind === 'dispatched' && finished.pool, 'pool-b');
+      const [finished] = await store.finishAhead([item], dueMs);
+      assert.equal(finished?.kind, 'finished');
       assert.equal(await leaseOne(store, dueMs, { pool: 'pool-a' }), undefined);
       const leased = await leaseOne(store, dueMs, { pool: 'pool-b' });
       assert.equal(leased?.runId, runId);
@@ -226,8 +261,8 @@ function runChangeTests(open: OpenStore): void {
       const timer = (await pendingTimerOf(store, job))!;
       assert.deepEqual([timer.fireAtMs, timer.dispatchedAhead], [fireAtMs, true]);
       assert.equal(await leaseOne(store, dueMs, { pool: job.spec.pool }), undefined, 'not due at the old time');
-      const [finished] = await store.dispatch([{ ...dispatchItem(lease, timer), stage: 'finish' }], fireAtMs);
-      assert.deepEqual(finished, { kind: 'dispatched', timerId: timer.timerId, runs: [], pool: job.spec.pool, nextTimerId: null });
+      const [finished] = await store.finishAhead([dispatchItem(lease, timer)], fireAtMs);
+      assert.deepEqual(finished, { kind: 'finished', timerId: timer.timerId });
       assert.equal((await store.getJob(null, job.jobId))?.state, 'done');
       assert.equal((await leaseOne(store, fireAtMs, { pool: job.spec.pool }))?.runId, runId);
     }));

@@ -2,7 +2,7 @@
 // DLQ, lease expiry, the overlap policies, and two store instances racing for one run.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { DispatchLeaseClaim, LeasedRun, Store } from '../../src/store/store.js';
+import type { ParkedWaiterClaim, LeasedRun, Store } from '../../src/store/store.js';
 import type { JobSpec } from '../../src/domain/types.js';
 import {
   createJob, firePending, heldBehindRunning, jobSpec, leaseOne, leaseTtlMs, minuteMs, t0Ms, withStore, type OpenStore,
@@ -28,13 +28,13 @@ const dispatchedAtMs = t0Ms + minuteMs;
 function runLeaseTests(open: OpenStore): void {
   void it('leases to parked waiters inside the dispatch, in order, until one is answered short', () =>
     withStore(open, async (store) => {
-      assert.ok(store.setDispatchLeaser !== undefined, 'both stores lease inside the dispatch');
+      assert.ok(store.setParkedWaiters !== undefined, 'both stores lease to parked waiters inside the dispatch');
       const settled: { waiter: string; runIds: string[] }[] = [];
       const waiters = ['first', 'second', 'third'];
-      store.setDispatchLeaser((pool, nowMs) => {
+      store.setParkedWaiters((pool, nowMs) => {
         const waiter = waiters.shift();
         if (waiter === undefined) return null;
-        const claim: DispatchLeaseClaim = {
+        const claim: ParkedWaiterClaim = {
           request: { team: null, pool, max: 1, leaseMs: 30_000, workerId: waiter, nowMs },
           settle: (runs: LeasedRun[]) => settled.push({ waiter, runIds: runs.map((run) => run.runId) }),
         };
@@ -51,7 +51,7 @@ function runLeaseTests(open: OpenStore): void {
       assert.equal(run?.workerId, 'first');
       assert.deepEqual(run?.events.map((event) => [event.type, event.atMs]),
         [['dispatched', dispatchedAtMs], ['leased', dispatchedAtMs]]);
-      store.setDispatchLeaser(null);
+      store.setParkedWaiters(null);
     }));
 
   void it('answers each payload as the JSON text it was stored as, whatever its shape', () =>

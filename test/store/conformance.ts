@@ -15,6 +15,8 @@ import { runWorkerConformance } from './conformance-runs.js';
 import { runHistoryConformance } from './conformance-history.js';
 import { runDispatchAheadConformance } from './conformance-dispatch-ahead.js';
 import { runCapacityConformance } from './conformance-capacity.js';
+import { runMembershipConformance } from './conformance-membership.js';
+import { runQuotaConformance } from './conformance-quotas.js';
 
 export type { OpenStore, StoreHandle } from './conformance-fixtures.js';
 
@@ -27,6 +29,8 @@ export function runStoreConformance(name: string, open: OpenStore): void {
     runHistoryConformance(open);
     runDispatchAheadConformance(open);
     runCapacityConformance(open);
+    void describe('cluster membership', () => runMembershipConformance(open));
+    runQuotaConformance(open);
   });
 }
 

@@ -31,12 +31,12 @@ void describe('a cancel racing a dispatch on PostgreSQL', { skip: skip ?? false 
         const timer = (await pendingTimerOf(store, job))!;
         const shard = await ownShard(store, job.shard, aheadMs - 1);
         await locks.lock('jobs', job.jobId);
-        const dispatching = await locks.queue(() => store.dispatch([{ ...dispatchItem(shard, timer), stage: 'ahead' }], aheadMs));
+        const dispatching = await locks.queue(() => store.writeRunsAhead([dispatchItem(shard, timer)], aheadMs));
         const cancelling = await locks.queue(() => cancel(store, job, aheadMs + 1));
         await locks.release();
 
         const [dispatched] = await dispatching.done;
-        assert.equal(dispatched?.kind === 'dispatched' && dispatched.runs.length, 1, 'the dispatch got the lock first and wrote the run');
+        assert.equal(dispatched?.kind === 'written_ahead' && dispatched.runs.length, 1, 'the dispatch got the lock first and wrote the run');
         await cancelling.done;
         assert.equal((await store.getJob(null, job.jobId))?.state, 'cancelled');
         const run = await store.getRun(null, runIdOf(job.jobId, timer.scheduledAtMs));

@@ -33,18 +33,23 @@ export function postgresSkipReason(): Promise<string | undefined> {
   return probe;
 }
 
+/** Runs one statement as the test server's default user, outside any test schema (CREATE DATABASE, DROP DATABASE). */
+export async function adminQuery(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
 export function freshSchemaName(): string {
   return `t_${randomBytes(6).toString('hex')}`;
 }
 
 export async function dropSchema(schema: string): Promise<void> {
-  const client = new pg.Client({ connectionString: withDefaultUser(testPgUrl) });
-  await client.connect();
-  try {
-    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  } finally {
-    await client.end();
-  }
+  await adminQuery(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
 }
 
 // The racing tests queue their contenders behind a third connection's row lock, in a known

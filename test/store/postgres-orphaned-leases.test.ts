@@ -43,7 +43,7 @@ void describe('leases of gone nodes on PostgreSQL', { skip: skip ?? false }, () 
       // Written ahead and leased 50 ms before its ready time: its lease counts from that time.
       const aheadJob = await createJob(handle.store, { spec: { pool: 'ahead' }, timer: timerAt(dueMs + 1_000) });
       const shard = await ownShard(handle.store, aheadJob.shard, dueMs);
-      await handle.store.dispatch([{ ...dispatchItem(shard, (await pendingTimerOf(handle.store, aheadJob))!), stage: 'ahead' }], dueMs);
+      await handle.store.writeRunsAhead([dispatchItem(shard, (await pendingTimerOf(handle.store, aheadJob))!)], dueMs);
       const ahead = (await leaseOne(handle.store, dueMs + 950, { pool: 'ahead', leaseMs: 30_000, aheadMs: 50 }))!;
       assert.equal(ahead.leaseExpiresAtMs, dueMs + 1_000 + 30_000);
       const beat = await nodeB.heartbeatRun(null, beating.runId, beating.fencingToken, dueMs + 500);

@@ -164,6 +164,17 @@ void describe('postgres store plans with statistics behind the tables', { skip: 
     assert.deepEqual(queueReads.map((node) => node['Index Name']), ['active_runs_held'], describePlan(plan));
   });
 
+  void it('counts a limited team\'s pending work through jobs_quota_pending and active_runs_team_ready alone', async () => {
+    await handle.store.putTeamLimits([{ team, createPerS: null, pendingMax: 100_000, dispatchPerS: null, weight: 1 }], fireMs);
+    const quota = { team, createPerS: null, pendingMax: 100_000 };
+    const plan = await planOf(/quota_pending_team = \$1/, () =>
+      handle.store.createJobsWithinQuota([{ job: jobRecord(jobSpec(), fireMs, team), timer: timerAt(fireMs + minuteMs) }], fireMs, quota));
+    const nodes = nodesOf(plan.Plan);
+    assert.deepEqual([...new Set(nodes.map((node) => node['Index Name']).filter(Boolean))].sort(),
+      ['active_runs_team_ready', 'jobs_quota_pending'], describePlan(plan));
+    assert.ok(!nodes.some((node) => node['Node Type'] === 'Seq Scan'), describePlan(plan));
+  });
+
   // Last: it cancels jobs (22 of them, none watched).
   void it('cancels by key prefix through a range of jobs_team_key, not its team\'s every job', async () => {
     const plan = await planOf(/starts_with/, () => handle.store.cancelJobsByKeyPrefix(team, 'k-59', fireMs));

@@ -115,8 +115,8 @@ void describe('postgres store', { skip: skip ?? false }, () => {
         const timer = (await pendingTimerOf(upgraded, job))!;
         assert.equal(timer.dispatchedAhead, undefined);
         const lease = await ownShard(upgraded, job.shard, t0Ms);
-        const [ahead] = await upgraded.dispatch([{ ...dispatchItem(lease, timer), stage: 'ahead' }], t0Ms + 1_000);
-        assert.equal(ahead?.kind === 'dispatched' && ahead.nextTimerDispatchedAhead, true);
+        const [ahead] = await upgraded.writeRunsAhead([dispatchItem(lease, timer)], t0Ms + 1_000);
+        assert.equal(ahead?.kind, 'written_ahead');
         assert.equal((await pendingTimerOf(upgraded, job))?.dispatchedAhead, true);
       } finally {
         await upgraded.close();

@@ -28,7 +28,7 @@ test('leases granted before a crash are cut to a third of the lease plus the mar
     const aheadJob = await createJob(store, { spec: { pool: 'ahead' }, timer: timerAt(dueMs + 1_000) });
     const timer = (await pendingTimerOf(store, aheadJob))!;
     const shard = await ownShard(store, aheadJob.shard, dueMs);
-    await store.dispatch([{ ...dispatchItem(shard, timer), stage: 'ahead' }], dueMs);
+    await store.writeRunsAhead([dispatchItem(shard, timer)], dueMs);
     const ahead = (await leaseOne(store, dueMs + 950, { pool: 'ahead', leaseMs: 30_000, aheadMs: 50 }))!;
     assert.equal(ahead.leaseExpiresAtMs, dueMs + 1_000 + 30_000);
     await store.close();

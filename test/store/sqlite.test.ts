@@ -12,11 +12,12 @@ import { openSqliteStore } from '../../src/store/sqlite/index.js';
 import { encodeCursor } from '../../src/store/cursor.js';
 import { migrate, schemaVersion } from '../../src/store/sqlite/schema.js';
 import { runIdOf } from '../../src/domain/identity.js';
-import type { DispatchLeaseClaim, LeasedRun } from '../../src/store/store.js';
+import type { ParkedWaiterClaim, LeasedRun } from '../../src/store/store.js';
 import { runStoreConformance, type StoreHandle } from './conformance.js';
 import { runRaceConformance } from './conformance-race.js';
 import {
-  createJob, firePending, heldBehindRunning, jobRecord, jobSpec, leaseOne, minuteMs, t0Ms, timerAt,
+  createJob, dispatchItem, firePending, heldBehindRunning, jobRecord, jobSpec, leaseOne, minuteMs, ownShard, pendingTimerOf, t0Ms,
+  timerAt,
 } from './conformance-fixtures.js';
 
 async function tempDatabasePath(): Promise<{ path: string; removeDirectory(): Promise<void> }> {
@@ -313,11 +314,11 @@ void describe('sqlite store: what only the embedded store has', () => {
     const store = await openSqliteStore({ path });
     try {
       const settled: LeasedRun[][] = [];
-      const claims: DispatchLeaseClaim[] = [];
+      const claims: ParkedWaiterClaim[] = [];
       let max = 5;
-      store.setDispatchLeaser((pool, nowMs) => {
+      store.setParkedWaiters((pool, nowMs) => {
         if (claims.length >= 1) return null;
-        const claim: DispatchLeaseClaim = {
+        const claim: ParkedWaiterClaim = {
           request: { team: null, pool, max, leaseMs: 30_000, workerId: 'parked', nowMs },
           settle: (runs) => settled.push(runs),
         };
@@ -344,6 +345,34 @@ void describe('sqlite store: what only the embedded store has', () => {
       await assert.rejects(firePending(store, other, dispatchAtMs));
       assert.deepEqual(settled, [[]]);
       assert.equal(await store.getRun(null, runIdOf(other.jobId, dispatchAtMs)), null, 'the dispatch was rolled back');
+    } finally {
+      await store.close();
+      await removeDirectory();
+    }
+  });
+
+  void it('shares one transaction among dispatch, writeRunsAhead and finishAhead called in one turn', async () => {
+    const { path, removeDirectory } = await tempDatabasePath();
+    const store = await openSqliteStore({ path });
+    try {
+      const dueMs = t0Ms + minuteMs;
+      const whole = await createJob(store);
+      const ahead = await createJob(store, { timer: timerAt(dueMs + 5_000) });
+      const finished = await createJob(store, { timer: timerAt(dueMs) });
+      const [wholeTimer, aheadTimer, finishedTimer] = await Promise.all([whole, ahead, finished].map((job) => pendingTimerOf(store, job)));
+      // Each shard leased once: a second grant would make the first token stale.
+      const leases = new Map<number, Awaited<ReturnType<typeof ownShard>>>();
+      for (const job of [whole, ahead, finished]) if (!leases.has(job.shard)) leases.set(job.shard, await ownShard(store, job.shard, t0Ms));
+      const finishedItem = dispatchItem(leases.get(finished.shard)!, finishedTimer!);
+      assert.equal((await store.writeRunsAhead([finishedItem], dueMs - 1_000))[0]?.kind, 'written_ahead');
+      const wholeItem = dispatchItem(leases.get(whole.shard)!, wholeTimer!);
+      const aheadItem = dispatchItem(leases.get(ahead.shard)!, aheadTimer!);
+      const transactionsBefore = store.groupCommitStats.transactions;
+      const [dispatched, writtenAhead, done] = await Promise.all([
+        store.dispatch([wholeItem], dueMs), store.writeRunsAhead([aheadItem], dueMs), store.finishAhead([finishedItem], dueMs),
+      ]);
+      assert.equal(store.groupCommitStats.transactions - transactionsBefore, 1, 'one transaction for the three');
+      assert.deepEqual([dispatched[0]?.kind, writtenAhead[0]?.kind, done[0]?.kind], ['dispatched', 'written_ahead', 'finished']);
     } finally {
       await store.close();
       await removeDirectory();

@@ -8,7 +8,8 @@ import { TicklerClient } from '../../src/worker/client.js';
 import { TicklerApiError } from '../../src/worker/errors.js';
 import { RequestBatcher, type BatchItemResult } from '../../src/worker/request-batcher.js';
 import type { RunHandler } from '../../src/worker/run-attempt.js';
-import { createWorker, unacknowledgedCompletionsPerSlot, type Worker } from '../../src/worker/worker.js';
+import { workerUnacknowledgedCompletionsPerSlotCount } from '../../src/limits.js';
+import { createWorker, type Worker } from '../../src/worker/worker.js';
 import { FakeTicklerServer, leasedRun } from './fake-server.js';
 import { RecordingLogger, SameTurnClock, controlledHandler, deferred, inTurn } from './helpers.js';
 
@@ -111,7 +112,7 @@ describe('createWorker batching', () => {
     await server.next('lease', () => server.leases.length === 1);
     // At concurrency 1, each run's handler ends at once and its completion waits at the gate;
     // the slot frees for the next lease until the unacknowledged completions pass the bound.
-    const bound = unacknowledgedCompletionsPerSlot;
+    const bound = workerUnacknowledgedCompletionsPerSlotCount;
     for (let run = 1; run <= bound; run++) {
       const nextLease = server.next('lease', () => server.leases.length === run + 1);
       server.offer(leasedRun(startMs));

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { describe, test } from 'node:test';
 import { FatalError } from '../../src/fatal-error.js';
 import { TicklerClient } from '../../src/worker/client.js';
-import { failureLogIntervalMsDefault } from '../../src/worker/failure-streak.js';
+import { workerFailureLogIntervalMsDefault } from '../../src/limits.js';
 import { createWorker, leaseErrorBackoffMs, type Worker } from '../../src/worker/worker.js';
 import { leasedRun } from './fake-server.js';
 import { workerTestBed } from './helpers.js';
@@ -108,7 +108,7 @@ describe('a worker whose leases fail', () => {
       const warnings = bed.logger.lines.filter((line) => line.level === 'warn');
       assert.equal(warnings[0]?.message, 'lease requests fail; retrying with backoff');
       assert.match(String((warnings[0]!.details as { error: string }).error), /ECONNREFUSED/);
-      assert.ok(warnings.length >= 2 && warnings.length <= 1 + failingForMs / failureLogIntervalMsDefault,
+      assert.ok(warnings.length >= 2 && warnings.length <= 1 + failingForMs / workerFailureLogIntervalMsDefault,
         `${warnings.length} warnings over ${failingForMs} ms of ${failureCount} failures`);
       assert.ok(warnings.slice(1).every((line) => line.message === 'lease requests still fail; retrying with backoff'));
       await bed.server.listen(port);

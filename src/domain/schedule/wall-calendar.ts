@@ -198,17 +198,29 @@ export function countWallMatches(expression: CronExpression, fromWallSeconds: nu
   return count;
 }
 
-/** The smallest wall-clock gap between two matching seconds, as if every day matched. */
+/**
+ * The smallest wall-clock gap between two matching seconds, as if every day matched. The
+ * matching seconds of a day are the product hours × minutes × seconds in lexicographic order,
+ * so consecutive ones differ in the seconds field, at a minute boundary, at an hour boundary or
+ * at midnight: four minima over the sorted fields, without enumerating the day's seconds (for
+ * `* * * * * *` that walk was 86,400 steps, some 20 ms, on every create).
+ */
 export function minTimeOfDayGapSeconds(expression: CronExpression): number {
-  let gapSecondsMin = daySeconds;
-  let first = -1;
-  let previous = -1;
-  for (let time = nextTimeOfDay(expression, 0); time >= 0; time = time + 1 < daySeconds ? nextTimeOfDay(expression, time + 1) : -1) {
-    if (first < 0) first = time;
-    else gapSecondsMin = Math.min(gapSecondsMin, time - previous);
-    previous = time;
-  }
-  // Across midnight, when consecutive days both match.
-  if (first >= 0) gapSecondsMin = Math.min(gapSecondsMin, first + daySeconds - previous);
+  const { hours, minutes, seconds } = expression;
+  if (hours.length === 0 || minutes.length === 0 || seconds.length === 0) return daySeconds;
+  const secondsSpan = seconds[seconds.length - 1]! - seconds[0]!;
+  const minutesSpanSeconds = (minutes[minutes.length - 1]! - minutes[0]!) * 60 + secondsSpan;
+  let gapSecondsMin = seconds[0]! + daySeconds - (hours[hours.length - 1]! * 3600 + minutes[minutes.length - 1]! * 60
+    + seconds[seconds.length - 1]!) + hours[0]! * 3600 + minutes[0]! * 60;
+  gapSecondsMin = Math.min(gapSecondsMin, smallestStep(seconds));
+  gapSecondsMin = Math.min(gapSecondsMin, smallestStep(minutes) * 60 - secondsSpan);
+  gapSecondsMin = Math.min(gapSecondsMin, smallestStep(hours) * 3600 - minutesSpanSeconds);
   return gapSecondsMin;
+}
+
+/** The smallest difference between neighbours of a sorted, distinct list; Infinity for fewer than two. */
+function smallestStep(sorted: readonly number[]): number {
+  let step = Infinity;
+  for (let i = 1; i < sorted.length; i++) step = Math.min(step, sorted[i]! - sorted[i - 1]!);
+  return step;
 }

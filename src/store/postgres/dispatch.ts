@@ -8,10 +8,10 @@
  * 2. The jobs are locked FOR UPDATE in job_id order (so concurrent dispatches cannot
  *    deadlock). A timer is still pending only if its job still names it (`jobs.timer_id`);
  *    a cancelled, paused or patched job no longer does (invariant 7).
- *    A one-shot job's firing may come in two stages (`DispatchItem.stage`): `ahead` writes the
- *    run, leasable from its fire time, and names it on the job (`jobs.ahead_run_id`, schema
- *    v7) while the timer stays pending; `finish`, at the fire time, consumes that timer and
- *    ends the job. A change to the job in between takes back or moves the run (jobs.ts).
+ *    A one-shot job's firing may come in two calls: `writeRunsAhead` writes the run, leasable
+ *    from its fire time, and names it on the job (`jobs.ahead_run_id`, schema v7) while the
+ *    timer stays pending; `finishAhead`, at the fire time, consumes that timer and ends the
+ *    job. A change to the job in between takes back or moves the run (jobs.ts).
  * 3. Each occurrence becomes a run (`ON CONFLICT (run_id) DO NOTHING`, invariant 1), after
  *    the job's overlap policy; the timer is deleted and the next one written in the same
  *    transaction (invariant 3); every new status appends a run event (invariant 6).
@@ -22,11 +22,14 @@
 import { decideOverlap, type ActiveRun } from '../../domain/overlap.js';
 import { runIdOf } from '../../domain/identity.js';
 import type { JobSpec, JobState, RunStatus } from '../../domain/types.js';
-import { leaseCameBackShort, type DispatchItem, type DispatchLeaser, type DispatchResult, type OccurrenceWrite, type ServedClaim } from '../store.js';
+import {
+  leaseCameBackShort, type ClaimParkedWaiter, type DispatchItem, type DispatchResult, type FencedTimer, type FinishAheadItem, type FiredRun,
+  type FinishAheadResult, type FiringRefused, type OccurrenceWrite, type ServedWaiter, type WriteAheadItem, type WriteAheadResult,
+} from '../store.js';
 import { numberArray, textArray } from './array-literals.js';
 import { prepared, type Transaction } from './connection.js';
 import { transaction, type StoreContext } from './context.js';
-import { leaseRunsWithin } from './worker-runs.js';
+import { leaseRunsWithin } from './run-lease.js';
 import {
   appendEvents, deleteTimers, insertRuns, insertTimers, newTimerId, occurrenceRun, type NewRun, type NewRunEvent, type NewTimer,
 } from './writes.js';
@@ -39,14 +42,14 @@ interface LockedJob {
   shard: number;
   version: number;
   timerId: string | null;
-  /** The run written ahead for the pending timer (stage `ahead`), until the timer is consumed. */
+  /** The run written ahead for the pending timer (`writeRunsAhead`), until the timer is consumed. */
   aheadRunId: string | null;
   nextFireAtMs: number | null;
   nextScheduledAtMs: number | null;
   changed: boolean;
 }
 
-type RunOutcome = { runId: string; status: RunStatus; inserted: boolean };
+type RunOutcome = FiredRun;
 
 /** Everything one dispatch call will write, built in memory from what it read. */
 class DispatchPlan {
@@ -61,20 +64,43 @@ class DispatchPlan {
     readonly activeByJob: Map<string, ActiveRun[]>) {}
 }
 
+/** `Store.dispatch`: timers fired whole. */
 export function dispatch(context: StoreContext, items: readonly DispatchItem[], nowMs: number,
-  leaser: DispatchLeaser | null = null): Promise<DispatchResult[]> {
+  claimWaiter: ClaimParkedWaiter | null = null): Promise<DispatchResult[]> {
+  return fire(context, 'dispatch', items, nowMs, claimWaiter, planItem);
+}
+
+/** `Store.writeRunsAhead`: one-shot runs written before their fire time. */
+export function writeRunsAhead(context: StoreContext, items: readonly WriteAheadItem[], nowMs: number,
+  claimWaiter: ClaimParkedWaiter | null = null): Promise<WriteAheadResult[]> {
+  return fire(context, 'writeRunsAhead', items, nowMs, claimWaiter, planAhead);
+}
+
+/** `Store.finishAhead`: timers whose runs were written ahead, consumed. */
+export function finishAhead(context: StoreContext, items: readonly FinishAheadItem[], nowMs: number,
+  claimWaiter: ClaimParkedWaiter | null = null): Promise<FinishAheadResult[]> {
+  return fire(context, 'finishAhead', items, nowMs, claimWaiter, planFinish);
+}
+
+/**
+ * One firing transaction: the fence, the locks and reads, each item planned by `planOne` (for
+ * a pending timer of an active job), the plan written, and parked waiters served.
+ */
+function fire<Item extends FencedTimer & { occurrences?: readonly OccurrenceWrite[] }, Result>(context: StoreContext,
+  operation: string, items: readonly Item[], nowMs: number, claimWaiter: ClaimParkedWaiter | null,
+  planOne: (plan: DispatchPlan, job: LockedJob, item: Item) => Result): Promise<(Result | FiringRefused)[]> {
   if (items.length === 0) return Promise.resolve([]);
-  const served: ServedClaim[] = [];
-  return transaction(context, 'dispatch', async (tx) => {
+  const served: ServedWaiter[] = [];
+  return transaction(context, operation, async (tx) => {
     const currentTokens = await lockShardTokens(tx, items.map((item) => item.shard));
     const fenced = items.map((item) => !isStale(item.shardToken, currentTokens.get(item.shard)));
     const jobIds = [...new Set(items.filter((_, index) => fenced[index]).map((item) => item.jobId))];
     const jobs = await lockJobs(tx, jobIds);
     const runIds = items.flatMap((item, index) =>
-      (fenced[index] ? item.occurrences.map((occurrence) => runIdOf(item.jobId, occurrence.scheduledAtMs)) : []));
+      (fenced[index] ? (item.occurrences ?? []).map((occurrence) => runIdOf(item.jobId, occurrence.scheduledAtMs)) : []));
     const { existingStatus, activeByJob } = await readRuns(tx, runIds, jobIds);
     const plan = new DispatchPlan(nowMs, existingStatus, activeByJob);
-    const results = items.map((item, index): DispatchResult => {
+    const results = items.map((item, index): Result | FiringRefused => {
       if (!fenced[index]) return { kind: 'stale_token', timerId: item.timerId };
       const job = jobs.get(item.jobId);
       if (job === undefined || job.timerId !== item.timerId || job.nextFireAtMs === null) {
@@ -87,12 +113,10 @@ export function dispatch(context: StoreContext, items: readonly DispatchItem[], 
         Object.assign(job, { timerId: null, aheadRunId: null, nextFireAtMs: null, nextScheduledAtMs: null, changed: true });
         return { kind: 'timer_gone', timerId: item.timerId };
       }
-      if (item.stage === 'ahead') return planAhead(plan, job, item);
-      if (item.stage === 'finish') return planFinish(plan, job, item);
-      return planItem(plan, job, item);
+      return planOne(plan, job, item);
     });
     await writePlan(tx, plan, [...jobs.values()].filter((job) => job.changed));
-    if (leaser !== null) await leaseToWaiters(tx, leaser, plan.readyPools, nowMs, served, context.leaseNodeId);
+    if (claimWaiter !== null) await leaseToParkedWaiters(tx, claimWaiter, plan.readyPools, nowMs, served, context.leaseNodeId);
     for (const pool of plan.readyPools) tx.readyPools.add(pool);
     return results;
   }).then((results) => {
@@ -106,17 +130,17 @@ export function dispatch(context: StoreContext, items: readonly DispatchItem[], 
 }
 
 /**
- * Inside the dispatch's transaction: leases the runs it made ready to the waiters parked for
+ * Inside a firing's transaction: leases the runs it made ready to the waiters parked for
  * their pools, in the waiters' order, until one is answered short, as the embedded store
  * does. Each waiter served saves a lease statement (a round trip and a commit) after the
  * dispatch; those it does not serve are woken by onRunsReady as before.
  */
-async function leaseToWaiters(tx: Transaction, leaser: DispatchLeaser, readyPools: ReadonlySet<string>, nowMs: number,
-  served: ServedClaim[], leaseNodeId: string | null): Promise<void> {
+async function leaseToParkedWaiters(tx: Transaction, claimWaiter: ClaimParkedWaiter, readyPools: ReadonlySet<string>,
+  nowMs: number, served: ServedWaiter[], leaseNodeId: string | null): Promise<void> {
   for (const pool of readyPools) {
-    for (let claim = leaser(pool, nowMs); claim !== null; claim = leaser(pool, nowMs)) {
+    for (let claim = claimWaiter(pool, nowMs); claim !== null; claim = claimWaiter(pool, nowMs)) {
       // Pushed before leasing, so that a failure settles this claim too.
-      const entry: ServedClaim = { claim, runs: [] };
+      const entry: ServedWaiter = { claim, runs: [] };
       served.push(entry);
       entry.runs = await leaseRunsWithin(tx, claim.request, leaseNodeId);
       if (leaseCameBackShort(claim.request, entry.runs)) break;
@@ -237,29 +261,29 @@ function planItem(plan: DispatchPlan, job: LockedJob, item: DispatchItem): Dispa
 }
 
 /**
- * Stage `ahead`: the run is written ready from its fire time and named on the job, whose
+ * `writeRunsAhead`: the run is written ready from its fire time and named on the job, whose
  * timer stays pending. Only for a job with no active run: overlap with one is judged at the
  * fire time (the run may have ended by then), so such a timer is left as it was, to be fired
  * whole. A timer already written ahead (an earlier pass) is answered as awaiting its finish.
  */
-function planAhead(plan: DispatchPlan, job: LockedJob, item: DispatchItem): DispatchResult {
-  const kept = { kind: 'dispatched' as const, timerId: item.timerId, pool: job.spec.pool, nextTimerId: item.timerId };
-  if (job.aheadRunId !== null || (plan.activeByJob.get(job.jobId)?.length ?? 0) > 0) {
-    return { ...kept, runs: [], nextTimerDispatchedAhead: job.aheadRunId !== null };
-  }
+function planAhead(plan: DispatchPlan, job: LockedJob, item: WriteAheadItem): WriteAheadResult {
+  if (job.aheadRunId !== null) return { kind: 'written_ahead', timerId: item.timerId, runs: [] };
+  if ((plan.activeByJob.get(job.jobId)?.length ?? 0) > 0) return { kind: 'left_for_fire_time', timerId: item.timerId };
   const runs = item.occurrences.map((occurrence) =>
     planOccurrence(plan, job, occurrence, item.shardToken, Math.max(plan.nowMs, occurrence.fireAtMs)));
   job.aheadRunId = runs.at(-1)?.runId ?? null;
   job.changed = true;
-  return { ...kept, runs, nextTimerDispatchedAhead: job.aheadRunId !== null };
+  return job.aheadRunId === null
+    ? { kind: 'left_for_fire_time', timerId: item.timerId }
+    : { kind: 'written_ahead', timerId: item.timerId, runs };
 }
 
 /**
- * Stage `finish`: the timer whose run was written ahead is consumed and the job done; the
+ * `finishAhead`: the timer whose run was written ahead is consumed and the job done; the
  * run comes due now, so its pool's parked waiters are served in this transaction. A timer
  * not written ahead is left pending (its whole firing is still to come).
  */
-function planFinish(plan: DispatchPlan, job: LockedJob, item: DispatchItem): DispatchResult {
+function planFinish(plan: DispatchPlan, job: LockedJob, item: FinishAheadItem): FinishAheadResult {
   if (job.aheadRunId === null) return { kind: 'timer_gone', timerId: item.timerId };
   plan.consumedTimers.push({ timerId: job.timerId!, fireAtMs: job.nextFireAtMs! });
   Object.assign(job, {
@@ -267,7 +291,7 @@ function planFinish(plan: DispatchPlan, job: LockedJob, item: DispatchItem): Dis
     changed: true,
   });
   plan.readyPools.add(job.spec.pool);
-  return { kind: 'dispatched', timerId: item.timerId, runs: [], pool: job.spec.pool, nextTimerId: null };
+  return { kind: 'finished', timerId: item.timerId };
 }
 
 /** `readyAtMs`: when a ready run becomes leasable (now, or its fire time for one written ahead). */

@@ -1,15 +1,14 @@
 /**
- * The run ledger (invariant 6): one run with its events in order, runs listed newest first
- * by scheduled time with keyset cursors, and replay of a dead run under the same run id.
+ * The run ledger (invariant 6): one run with its events in order, and runs listed newest
+ * first by scheduled time with keyset cursors. Replay of a dead run is in run-replay.ts.
  */
 import type { Page, RunRecord } from '../../domain/types.js';
-import type { ReplayOutcome, RunListFilter, RunWithEvents, TeamScope } from '../store.js';
-import { query, transaction, type StoreContext } from './context.js';
+import type { RunListFilter, RunWithEvents, TeamScope } from '../store.js';
+import { query, type StoreContext } from './context.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import {
   runColumns, runEventFromRow, runFromRow, type RunEventRow, type RunRow,
 } from './rows.js';
-import { appendEvents } from './writes.js';
 
 export async function getRun(context: StoreContext, team: TeamScope, runId: string): Promise<RunWithEvents | null> {
   const result = await query<RunRow>(context, 'getRun',
@@ -56,30 +55,4 @@ export async function listRuns(context: StoreContext, filter: RunListFilter): Pr
   const nextCursor = result.rows.length > filter.limit && last !== undefined
     ? encodeCursor(last.scheduledAtMs, last.runId) : null;
   return { items, nextCursor };
-}
-
-/** A dead run back to ready, same run id; its attempt number keeps counting, its retry budget starts afresh. */
-export function replayRun(context: StoreContext, team: TeamScope, runId: string, nowMs: number): Promise<ReplayOutcome> {
-  return transaction(context, 'replayRun', async (tx) => {
-    const locked = await tx.query<RunRow>(
-      `SELECT ${runColumns} FROM runs r WHERE r.run_id = $1 AND ($2::text IS NULL OR r.team = $2) FOR UPDATE`,
-      [runId, team]);
-    const row = locked.rows[0];
-    if (row === undefined) return { kind: 'not_found' };
-    if (row.status !== 'dead') return { kind: 'invalid_state', run: runFromRow(row) };
-    const updated = await tx.query<RunRow>(
-      `WITH replayed AS (
-         UPDATE runs r SET status = 'ready', ready_at = $2, finished_at = NULL, lease_expires_at = NULL,
-                           attempt_base = r.attempt, held = false
-          WHERE r.run_id = $1 RETURNING ${runColumns}
-       ), queued AS (
-         INSERT INTO active_runs (run_id, job_id, team, pool, lane, status, held, due_at)
-         SELECT run_id, job_id, team, pool, lane, 'ready', false, ready_at FROM replayed
-       )
-       SELECT * FROM replayed`, [runId, nowMs]);
-    await appendEvents(tx, [{ runId, atMs: nowMs, type: 'replayed', fromStatus: 'dead', toStatus: 'ready',
-      detail: { attempt: row.attempt } }]);
-    tx.readyPools.add(row.pool);
-    return { kind: 'replayed', run: runFromRow(updated.rows[0]!) };
-  });
 }

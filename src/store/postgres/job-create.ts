@@ -85,7 +85,7 @@ function timersOf(items: readonly Prepared[]): NewTimer[] {
 
 function collectNearTimers(effects: CommitEffects, items: readonly Prepared[], nearHorizonMs: number): void {
   for (const item of items) {
-    if (item.timer !== null) collectNearTimer(effects, item.timer, item.job.version, item.job.spec, item.nowMs, nearHorizonMs);
+    if (item.timer !== null) collectNearTimer(effects, item.timer, item.job, item.nowMs, nearHorizonMs);
   }
 }
 

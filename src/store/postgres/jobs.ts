@@ -5,7 +5,7 @@
  * job row first, so it serialises with a dispatch of the same job.
  *
  * A one-shot job whose run was written ahead of its fire time names that run on its row
- * (`ahead_run_id`, dispatch.ts stage `ahead`) until the timer is consumed. A change before the
+ * (`ahead_run_id`, `Store.writeRunsAhead`) until the timer is consumed. A change before the
  * run comes due applies to it in the change's transaction: a cancel, a pause or a new time
  * takes it back (cancelled, with the reason in the ledger), a change that keeps the occurrence
  * (its pool, lane or tolerance) moves it. A run already due is a past occurrence, left alone.
@@ -187,7 +187,7 @@ export function changeJob(context: StoreContext, change: JobChange): Promise<Job
       if (newTimer !== null) {
         const timer = { timerId: newTimerId(), jobId: row.job_id, shard: row.shard, ...newTimer };
         await insertTimers(tx, [timer]);
-        collectNearTimer(tx, timer, version, spec, change.nowMs, context.nearHorizonMs, sameOccurrence);
+        collectNearTimer(tx, timer, { version, spec, team: row.team }, change.nowMs, context.nearHorizonMs, sameOccurrence);
         ({ timerId, fireAtMs: nextFireAtMs, scheduledAtMs: nextScheduledAtMs } = timer);
       }
     }

@@ -17,7 +17,8 @@
  * pools never wait for this one. Across nodes the claimers still meet in the database, one
  * per node and pool at most.
  */
-import { readyMaxOf, type LeasedRun, type LeaseRunsRequest } from '../store.js';
+import { leasePasses, noLowerBoundMs } from '../../domain/run-lifecycle.js';
+import type { LeasedRun, LeaseRunsRequest } from '../store.js';
 
 interface PendingLease {
   request: LeaseRunsRequest;
@@ -30,13 +31,16 @@ interface PoolLeases {
   queue: PendingLease[];
 }
 
-/** A lease as one statement: how many runs, how far ahead. Null for one taken in two passes. */
+/**
+ * A lease as one statement: how many runs, how far ahead. Null for one taken in two passes,
+ * or in one pass with a lower bound (only runs leased ahead), as `leasePasses` plans it.
+ */
 export function oneStatementOf(request: LeaseRunsRequest): { max: number; aheadMs: number } | null {
-  const aheadMs = request.aheadMs ?? 0;
-  const readyMax = readyMaxOf(request);
-  if (readyMax >= request.max) return { max: Math.max(0, request.max), aheadMs };
-  // Fewer ready than max: with a look-ahead, the ready ones and then the ahead ones (two passes).
-  return aheadMs > 0 ? null : { max: Math.max(0, readyMax), aheadMs: 0 };
+  const passes = leasePasses(request);
+  const pass = passes[0];
+  if (pass === undefined) return { max: 0, aheadMs: 0 };
+  if (passes.length > 1 || pass.afterMs !== noLowerBoundMs) return null;
+  return { max: pass.upToCount, aheadMs: pass.untilMs - request.nowMs };
 }
 
 /** What leases must have in common to share a statement; null for one that goes alone. */

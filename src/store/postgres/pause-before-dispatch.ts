@@ -5,8 +5,9 @@
  * local lease check and fires nothing, which is good, but leaves the second fence — the token
  * check at the sink (invariant 2) — unexercised. The dangerous pause is the one that lands
  * between that check and the write. This wrapper makes it happen on purpose: once armed by a
- * signal, the next `dispatch` call stops the whole process (SIGSTOP to itself) after the
- * dispatcher has checked its leases and before the store sees the batch. When the harness
+ * signal, the next firing call (`dispatch`, `writeRunsAhead` or `finishAhead`) stops the whole
+ * process (SIGSTOP to itself) after the dispatcher has checked its leases and before the store
+ * sees the batch. When the harness
  * sends SIGCONT, the batch reaches the sink with the old token and must be rejected.
  *
  * Enabled only when `TICKLER_CHAOS_PAUSE_SIGNAL` names a signal (see server.ts); without a
@@ -32,20 +33,33 @@ export function pauseBeforeDispatchOnSignal(store: Store, options: {
     logger.warn({ signal: options.signal }, 'fault hook: the next dispatch stops this process (chaos zombie)');
   };
   process.on(options.signal, arm);
+  const pauseIfArmed = (count: number): void => {
+    if (count > 0 && clock.monotonicMs() < armedUntilMonotonicMs) {
+      armedUntilMonotonicMs = -Infinity;
+      logger.warn({ items: count }, 'fault hook: stopping before a dispatch');
+      logger.flush();
+      process.kill(process.pid, 'SIGSTOP');
+    }
+  };
+  // Every operation that fires timers under a shard token: a whole dispatch, and a herd's
+  // runs written ahead or finished.
+  const firing: Pick<Store, 'dispatch' | 'writeRunsAhead' | 'finishAhead'> = {
+    dispatch: (items, nowMs) => {
+      pauseIfArmed(items.length);
+      return store.dispatch(items, nowMs);
+    },
+    writeRunsAhead: (items, nowMs) => {
+      pauseIfArmed(items.length);
+      return store.writeRunsAhead(items, nowMs);
+    },
+    finishAhead: (items, nowMs) => {
+      pauseIfArmed(items.length);
+      return store.finishAhead(items, nowMs);
+    },
+  };
   const wrapped = new Proxy(store, {
     get(target, property, receiver) {
-      if (property === 'dispatch') {
-        const dispatch: Store['dispatch'] = (items, nowMs) => {
-          if (items.length > 0 && clock.monotonicMs() < armedUntilMonotonicMs) {
-            armedUntilMonotonicMs = -Infinity;
-            logger.warn({ items: items.length }, 'fault hook: stopping before a dispatch');
-            logger.flush();
-            process.kill(process.pid, 'SIGSTOP');
-          }
-          return target.dispatch(items, nowMs);
-        };
-        return dispatch;
-      }
+      if (property === 'dispatch' || property === 'writeRunsAhead' || property === 'finishAhead') return firing[property];
       const value: unknown = Reflect.get(target, property, receiver);
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },

@@ -5,7 +5,7 @@
  * implement each Store method. It holds no SQL of its own beyond the health check.
  * Creates and completions are group-committed (group-commit.ts): concurrent calls share a
  * commit, as one fsync serves them all; their common groups are one statement that commits
- * alone, without BEGIN and COMMIT round trips (job-create.ts, run-completion.ts).
+ * alone, without BEGIN and COMMIT round trips (job-create.ts, run-complete.ts).
  *
  * Operators: call `maintainPartitions(nowMs)` periodically (the scheduler wiring does, e.g.
  * hourly); it creates the next days' timer partitions and drops past, empty ones. It also
@@ -18,21 +18,26 @@ import { FatalError } from '../../fatal-error.js';
 import { silentLogger, type Logger } from '../../obs/log.js';
 import type { JobRecord, Lane, Page, RunRecord } from '../../domain/types.js';
 import type {
-  CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchLeaser, DispatchResult, ExpiredLease,
-  HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun, LoadTimersQuery,
-  LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, AnnouncedSilence, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite,
+  ClaimParkedWaiter, CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchResult, ExpiredLease,
+  FinishAheadItem, FinishAheadResult, HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun,
+  LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, AnnouncedSilence, SilentJob, SilentJobsCursor,
+  Store, TeamScope, TimerWrite, WriteAheadItem, WriteAheadResult,
+  CreateQuota, QuotaCreateOutcome, TeamLimitsEntry,
   PoolPause, ResourceUsage,
 } from '../store.js';
 import { createPool, mapStoreError, poolSizeDefault, queryPool, withClient, type CommitHooks } from './connection.js';
 import { query, type StoreContext } from './context.js';
-import { dispatch } from './dispatch.js';
+import { dispatch, finishAhead, writeRunsAhead } from './dispatch.js';
 import { GroupCommitter } from './group-commit.js';
 import { LeaseSharing } from './lease-sharing.js';
 import * as gates from './lease-gates.js';
 import { createJobs, type CreateItem } from './job-create.js';
+import { createJobsWithinQuota, deleteTeamLimits, listTeamLimits, putTeamLimits } from './team-limits.js';
 import { cancelJob, cancelJobs, cancelJobsByKeyPrefix, changeJob, getJob, listJobs, triggerJob } from './jobs.js';
-import { getRun, listRuns, replayRun } from './history.js';
+import { getRun, listRuns } from './history.js';
 import { Notifier } from './notifier.js';
+import type { ClusterMembership, MembershipOptions } from '../membership.js';
+import { openPostgresMembership } from './membership.js';
 import { maintainPartitions, type PartitionReport } from './partitions.js';
 import { migrate } from './schema.js';
 import { acquireShardLeases, listShardLeases, releaseShardLeases, renewShardLeases } from './shard-leases.js';
@@ -40,10 +45,12 @@ import {
   countJobsWithoutTimer, findJobsWithoutTimer, findSilentJobs, listSilenceAnnounced, loadTimers, loadTimersByRef, repairJobTimer,
   setSilenceAnnounced,
 } from './timers.js';
-import { completeRuns } from './run-completion.js';
-import {
-  expireRunLeases, heartbeatRun, leaseRuns, leaseRunsShared, nextLeaseExpiryMs, nextReadyAtMs, releaseStrandedHeldRuns, shortenLeasesOfGoneNodes,
-} from './worker-runs.js';
+import { completeRuns } from './run-complete.js';
+import { expireRunLeases } from './run-expire.js';
+import { heartbeatRun } from './run-heartbeat.js';
+import { leaseRuns, leaseRunsShared } from './run-lease.js';
+import { replayRun } from './run-replay.js';
+import { nextLeaseExpiryMs, nextReadyAtMs, releaseStrandedHeldRuns, shortenLeasesOfGoneNodes } from './worker-runs.js';
 
 export interface PostgresStoreOptions {
   url: string;
@@ -77,15 +84,15 @@ function isInputError(error: unknown): boolean {
 
 export class PostgresStore implements Store {
   readonly kind = 'postgres' as const;
-  /** A one-shot herd's runs are written ahead of their instant (dispatch.ts, stages). */
-  readonly dispatchesAhead = true;
   private readonly creates: GroupCommitter<CreateItem, CreateJobOutcome>;
   private readonly completions: GroupCommitter<CompleteRequest, CompleteOutcome>;
   private readonly leases: LeaseSharing;
   private closed = false;
-  private dispatchLeaser: DispatchLeaser | null = null;
+  private claimParkedWaiter: ClaimParkedWaiter | null = null;
 
-  constructor(private readonly context: StoreContext, private readonly notifier: Notifier, readonly schema: string) {
+  constructor(private readonly context: StoreContext, private readonly notifier: Notifier, readonly schema: string,
+    /** The database's URL, for the membership's own connection (openMembership). */
+    private readonly url: string) {
     this.creates = new GroupCommitter(
       (items) => createJobs(context, items),
       groupCommitMax, commitsInFlightMax, isInputError);
@@ -123,6 +130,24 @@ export class PostgresStore implements Store {
 
   createJobs(items: CreateJobInput[], nowMs: number): Promise<CreateJobOutcome[]> {
     return this.creates.submit(items.map((input) => ({ input, nowMs })));
+  }
+
+  // Team limits and create quotas (team-limits.ts) ------------------------------------------
+
+  listTeamLimits(): Promise<TeamLimitsEntry[]> {
+    return listTeamLimits(this.context);
+  }
+
+  putTeamLimits(entries: readonly TeamLimitsEntry[], nowMs: number): Promise<void> {
+    return putTeamLimits(this.context, entries, nowMs);
+  }
+
+  deleteTeamLimits(team: string): Promise<boolean> {
+    return deleteTeamLimits(this.context, team);
+  }
+
+  createJobsWithinQuota(items: CreateJobInput[], nowMs: number, quota: CreateQuota): Promise<QuotaCreateOutcome> {
+    return createJobsWithinQuota(this.context, items.map((input) => ({ input, nowMs })), nowMs, quota);
   }
 
   getJob(team: TeamScope, jobId: string): Promise<JobRecord | null> {
@@ -175,11 +200,19 @@ export class PostgresStore implements Store {
   }
 
   dispatch(items: readonly DispatchItem[], nowMs: number): Promise<DispatchResult[]> {
-    return dispatch(this.context, items, nowMs, this.dispatchLeaser);
+    return dispatch(this.context, items, nowMs, this.claimParkedWaiter);
   }
 
-  setDispatchLeaser(leaser: DispatchLeaser | null): void {
-    this.dispatchLeaser = leaser;
+  writeRunsAhead(items: readonly WriteAheadItem[], nowMs: number): Promise<WriteAheadResult[]> {
+    return writeRunsAhead(this.context, items, nowMs, this.claimParkedWaiter);
+  }
+
+  finishAhead(items: readonly FinishAheadItem[], nowMs: number): Promise<FinishAheadResult[]> {
+    return finishAhead(this.context, items, nowMs, this.claimParkedWaiter);
+  }
+
+  setParkedWaiters(claimWaiter: ClaimParkedWaiter | null): void {
+    this.claimParkedWaiter = claimWaiter;
   }
 
   findJobsWithoutTimer(limit: number): Promise<JobRecord[]> {
@@ -305,6 +338,16 @@ export class PostgresStore implements Store {
     await query(this.context, 'ping', 'SELECT 1');
   }
 
+  /**
+   * Membership tables shared by every process on the database, judged by its clock unless the
+   * store is on the caller's (postgres/membership.ts). Its own one-connection pool: a busy
+   * store pool must not delay the heartbeat that keeps a node's share.
+   */
+  openMembership(options: MembershipOptions): Promise<ClusterMembership> {
+    return openPostgresMembership({ url: this.url, schema: this.schema, useDatabaseClock: this.context.useDatabaseClock,
+      logger: this.context.logger, schedules: options.schedules });
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -348,7 +391,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
       logger,
     };
     notifier = new Notifier({ url: options.url, schema, logger, loadTimers: (refs) => loadTimersByRef(context, refs) });
-    const store = new PostgresStore(context, notifier, schema);
+    const store = new PostgresStore(context, notifier, schema, options.url);
     await store.maintainPartitions(await databaseNowMs(pool));
     await notifier.start().catch((error: unknown) => mapStoreError(error, 'open'));
     return store;

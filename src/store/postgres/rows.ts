@@ -110,7 +110,7 @@ export function runEventFromRow(row: RunEventRow): RunEvent {
 }
 
 /** Columns of `timers t JOIN jobs j` as LoadedTimerRow reads them. */
-export const loadedTimerColumns = `t.timer_id, t.job_id, t.shard, t.fire_at, t.scheduled_at, j.version, j.spec,
+export const loadedTimerColumns = `t.timer_id, t.job_id, t.shard, t.fire_at, t.scheduled_at, j.version, j.spec, j.team,
   (j.ahead_run_id IS NOT NULL AND j.timer_id = t.timer_id) AS dispatched_ahead`;
 
 export interface LoadedTimerRow {
@@ -121,6 +121,7 @@ export interface LoadedTimerRow {
   scheduled_at: number;
   version: number;
   spec: JobSpec;
+  team: string;
   /** The job names a run written ahead for this timer (schema v7, `jobs.ahead_run_id`). */
   dispatched_ahead: boolean;
 }
@@ -134,6 +135,7 @@ export function loadedTimerFromRow(row: LoadedTimerRow): LoadedTimer {
     scheduledAtMs: row.scheduled_at,
     jobVersion: row.version,
     spec: row.spec,
+    team: row.team,
     ...(row.dispatched_ahead ? { dispatchedAhead: true } : {}),
   };
 }

@@ -198,9 +198,9 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
     ],
   },
   {
-    // A one-shot herd's runs are written ahead of their instant (dispatch.ts, stage `ahead`)
+    // A one-shot herd's runs are written ahead of their instant (`Store.writeRunsAhead`)
     // while the job's timer stays pending: the job names that run until the timer is consumed
-    // (stage `finish`) or replaced, so a cancel or change in between finds the run to take back
+    // (`Store.finishAhead`) or replaced, so a cancel or change in between finds the run to take back
     // or move by its key. NULL for every other job; no index reads it, so the dispatch's update
     // of the job stays HOT. Adding a nullable column without a default rewrites nothing.
     version: 7,
@@ -248,9 +248,40 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
     ],
   },
   {
-    // Reserved for team limits: a step that changes nothing until that migration takes its place.
+    // Team limits (docs/API.md "Team limits") and the bucket row every node's creates of a
+    // limited team lock and take from (team-limits.ts). The pending count reads two partial
+    // indexes. Jobs: a generated column that names the team only while a job a limited team's
+    // create marked (quota_counted) is active; on every other job it is NULL before and after
+    // each update, so a dispatch's update of such a job stays HOT (an index on state would
+    // have made every one-shot's dispatch write a new entry into every index of jobs). The
+    // generated column rewrites jobs once, under the migration's lock. Queue rows: the ready
+    // ones by team; a lease's update leaves the predicate and writes no entry (no queue row
+    // update is HOT anyway, version 10), a dispatch writes one more. Its predicate names
+    // `team <> ''`, which only the pending count states: a statement that reads ready rows by
+    // other keys (the held runs' pass) cannot take it instead of its own index.
     version: 12,
-    statements: [],
+    statements: [
+      `CREATE TABLE team_limits (
+        team text PRIMARY KEY,
+        create_per_s double precision,
+        pending_max bigint,
+        dispatch_per_s double precision,
+        weight double precision NOT NULL,
+        updated_at bigint NOT NULL
+      )`,
+      `CREATE TABLE team_buckets (
+        team text PRIMARY KEY,
+        tokens double precision NOT NULL,
+        at_ms bigint NOT NULL,
+        pending bigint,
+        pending_at_ms bigint
+      )`,
+      'ALTER TABLE jobs ADD COLUMN quota_counted boolean',
+      `ALTER TABLE jobs ADD COLUMN quota_pending_team text
+         GENERATED ALWAYS AS (CASE WHEN quota_counted AND state = 'active' THEN team END) STORED`,
+      'CREATE INDEX jobs_quota_pending ON jobs (quota_pending_team) WHERE quota_pending_team IS NOT NULL',
+      `CREATE INDEX active_runs_team_ready ON active_runs (team) WHERE status = 'ready' AND team <> ''`,
+    ],
   },
   {
     // Capacity (lease-gates.ts). A job's resources as an array, kept by the database from its

@@ -72,7 +72,7 @@ export function repairJobTimer(context: StoreContext, jobId: string, expectedVer
     if (row === undefined) return false;
     written.shard = row.shard;
     await insertTimers(tx, [written]);
-    collectNearTimer(tx, written, row.version, row.spec, nowMs, context.nearHorizonMs);
+    collectNearTimer(tx, written, row, nowMs, context.nearHorizonMs);
     return true;
   });
 }

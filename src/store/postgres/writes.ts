@@ -65,10 +65,12 @@ export async function deleteTimers(transaction: Transaction,
 }
 
 /** Collects a written timer for onNearTimers when it falls inside the near horizon. */
-export function collectNearTimer(effects: CommitEffects, timer: NewTimer, jobVersion: number, spec: JobSpec,
+export function collectNearTimer(effects: CommitEffects, timer: NewTimer, job: { version: number; spec: JobSpec; team: string },
   nowMs: number, nearHorizonMs: number, dispatchedAhead = false): void {
   if (timer.fireAtMs >= nowMs + nearHorizonMs) return;
-  const loaded: LoadedTimer = { ...timer, jobVersion, spec, ...(dispatchedAhead ? { dispatchedAhead } : {}) };
+  const loaded: LoadedTimer = {
+    ...timer, jobVersion: job.version, spec: job.spec, team: job.team, ...(dispatchedAhead ? { dispatchedAhead } : {}),
+  };
   effects.nearTimers.push(loaded);
 }
 

@@ -4,7 +4,9 @@
  * is still pending and its job active (invariant 7), insert the occurrences' runs with
  * ON CONFLICT DO NOTHING (invariant 1) through the overlap policy, consume the timer and
  * write the job's next one (invariant 3), appending a run event per status change
- * (invariant 6).
+ * (invariant 6). A one-shot timer may instead be fired in two calls (`Store.writeRunsAhead`,
+ * then `Store.finishAhead`): its run written before its fire time and the timer kept, marked
+ * (`timers.dispatched_ahead`), then the marked timer consumed and the job ended.
  *
  * Few statements per item, because a herd dispatches thousands of them per commit: the
  * shard token is read once per shard and batch, the timer is consumed by one DELETE that
@@ -19,13 +21,15 @@ import type Database from 'better-sqlite3';
 import { runIdOf } from '../../domain/identity.js';
 import { decideOverlap, type ActiveRun } from '../../domain/overlap.js';
 import type { Lane, OverlapPolicy, RunStatus } from '../../domain/types.js';
-import type { DispatchItem, DispatchResult, OccurrenceWrite } from '../store.js';
+import type {
+  DispatchItem, DispatchResult, FencedTimer, FinishAheadItem, FinishAheadResult, FiredRun, FiringRefused, OccurrenceWrite,
+  WriteAheadItem, WriteAheadResult,
+} from '../store.js';
 import type { WriteEffects } from './job-writes.js';
 import { parseDecimalId } from './rows.js';
 import { runOfOccurrence, skippedDetailJson, type NewRun, type RunTable, type TimerTable } from './tables.js';
 import { atomically } from './atomically.js';
 
-type DispatchedRun = { runId: string; status: RunStatus; inserted: boolean };
 
 /** What dispatch needs of a job; `lane_overlap` is `[lane, overlap]` as JSON, read out of the spec by SQLite. */
 interface DispatchJobRow {
@@ -53,6 +57,12 @@ interface BatchState {
   activeRuns: Map<string, ActiveRun[]>;
   /** The `dispatched` event's detail per shard token, serialised once. */
   dispatchedDetails: Map<string, string>;
+}
+
+/** A firing operation's answers, and what its commit announces. */
+export interface Fired<Result> {
+  results: Result[];
+  effects: WriteEffects;
 }
 
 interface DispatchJob {
@@ -87,7 +97,7 @@ export class Dispatcher {
     // Consumes the timer only if it is still pending and still this job's (by its seq, schema
     // v4) on this shard.
     this.consumeTimer = db.prepare('DELETE FROM timers WHERE timer_id = ? AND job_seq = ? AND shard = ?');
-    // Stage 'ahead' keeps the timer, marked; stage 'finish' consumes only a marked one.
+    // writeRunsAhead keeps the timer, marked; finishAhead consumes only a marked one.
     this.markTimerAhead = db.prepare(
       'UPDATE timers SET dispatched_ahead = 1 WHERE timer_id = ? AND job_seq = ? AND shard = ? AND dispatched_ahead = 0');
     this.selectTimerAhead = db.prepare<[number], number>('SELECT dispatched_ahead FROM timers WHERE timer_id = ?').pluck();
@@ -114,13 +124,29 @@ export class Dispatcher {
       "UPDATE jobs SET state = 'done', version = version + 1, updated_at = ? WHERE job_seq = ?");
   }
 
-  dispatch(items: readonly DispatchItem[], nowMs: number): { results: DispatchResult[]; effects: WriteEffects } {
+  /** `Store.dispatch`: timers fired whole. */
+  dispatch(items: readonly DispatchItem[], nowMs: number): Fired<DispatchResult> {
+    return this.fire(items, nowMs, (item, batch) => this.dispatchOne(item, batch));
+  }
+
+  /** `Store.writeRunsAhead`: one-shot runs written before their fire time. */
+  writeRunsAhead(items: readonly WriteAheadItem[], nowMs: number): Fired<WriteAheadResult> {
+    return this.fire(items, nowMs, (item, batch) => this.writeAheadOne(item, batch));
+  }
+
+  /** `Store.finishAhead`: timers whose runs were written ahead, consumed. */
+  finishAhead(items: readonly FinishAheadItem[], nowMs: number): Fired<FinishAheadResult> {
+    return this.fire(items, nowMs, (item, batch) => this.finishAheadOne(item, batch));
+  }
+
+  private fire<Item extends FencedTimer & { occurrences?: readonly OccurrenceWrite[] }, Result>(items: readonly Item[],
+    nowMs: number, fireOne: (item: Item, batch: BatchState) => Result): Fired<Result> {
     const batch: BatchState = {
       nowMs, readyPools: [], highestTokens: new Map(), activeRuns: new Map(), dispatchedDetails: new Map(),
     };
     const apply = () => {
       this.readActiveRuns(items, batch.activeRuns);
-      return items.map((item) => this.dispatchOne(item, batch));
+      return items.map((item) => fireOne(item, batch));
     };
     const results = atomically(this.db, apply);
     // The next timers are not announced as near timers: the dispatching node wheels them
@@ -129,10 +155,11 @@ export class Dispatcher {
   }
 
   /** The active runs of every job that may fire a ready occurrence in this batch, in one query. */
-  private readActiveRuns(items: readonly DispatchItem[], activeRuns: Map<string, ActiveRun[]>): void {
+  private readActiveRuns(items: readonly (FencedTimer & { occurrences?: readonly OccurrenceWrite[] })[],
+    activeRuns: Map<string, ActiveRun[]>): void {
     const jobIds: string[] = [];
     for (const item of items) {
-      if (activeRuns.has(item.jobId) || !item.occurrences.some((occurrence) => occurrence.status === 'ready')) continue;
+      if (activeRuns.has(item.jobId) || !(item.occurrences ?? []).some((occurrence) => occurrence.status === 'ready')) continue;
       activeRuns.set(item.jobId, []);
       jobIds.push(item.jobId);
     }
@@ -143,19 +170,25 @@ export class Dispatcher {
     }
   }
 
-  private dispatchOne(item: DispatchItem, batch: BatchState): DispatchResult {
+  /**
+   * The shard token checked (once per shard and batch) and the timer id parsed; a refusal, or
+   * the timer's row id to go on with.
+   */
+  private fence(item: FencedTimer, batch: BatchState): FiringRefused | number {
     const token = parseDecimalId(item.shardToken);
     if (!batch.highestTokens.has(item.shard)) batch.highestTokens.set(item.shard, this.selectShardToken.get(item.shard));
     const highestToken = batch.highestTokens.get(item.shard);
     if (token === null || (highestToken !== undefined && token < highestToken)) {
       return { kind: 'stale_token', timerId: item.timerId };
     }
-    const timerId = parseDecimalId(item.timerId);
-    if (timerId === null) return { kind: 'timer_gone', timerId: item.timerId };
-    if (item.stage === 'finish') return this.finishAhead(item, timerId, batch);
+    return parseDecimalId(item.timerId) ?? { kind: 'timer_gone', timerId: item.timerId };
+  }
+
+  private dispatchOne(item: DispatchItem, batch: BatchState): DispatchResult {
+    const timerId = this.fence(item, batch);
+    if (typeof timerId !== 'number') return timerId;
     // The job is read first: the timer names it by its seq. A job without a row has no timer.
     const row = this.selectJob.get(item.jobId);
-    if (item.stage === 'ahead' && row?.state === 'active') return this.dispatchAhead(item, timerId, row, batch);
     // A pending timer of a job that is not active should not exist: it is consumed all the
     // same, so no wheel loads it again, and fires nothing (invariant 7).
     if (row === undefined || this.consumeTimer.run(timerId, row.job_seq, item.shard).changes !== 1) {
@@ -184,46 +217,54 @@ export class Dispatcher {
   }
 
   /**
-   * Stage 'ahead': the run is written ready from its fire time and the timer stays, marked.
-   * Only for a job with no active run: overlap with one is judged at the fire time (the run
-   * may have ended by then), so such a timer is left as it was, to be fired whole.
+   * The run is written ready from its fire time and the timer stays, marked. Only for a job
+   * with no active run: overlap with one is judged at the fire time (the run may have ended by
+   * then), so such a timer is left as it was, to be fired whole.
    */
-  private dispatchAhead(item: DispatchItem, timerId: number, row: DispatchJobRow, batch: BatchState): DispatchResult {
-    const kept = { kind: 'dispatched' as const, timerId: item.timerId, pool: row.pool, nextTimerId: item.timerId };
+  private writeAheadOne(item: WriteAheadItem, batch: BatchState): WriteAheadResult {
+    const timerId = this.fence(item, batch);
+    if (typeof timerId !== 'number') return timerId;
+    const row = this.selectJob.get(item.jobId);
+    if (row?.state !== 'active') {
+      // Consumed as a whole firing would consume it, firing nothing (invariant 7).
+      if (row !== undefined) this.consumeTimer.run(timerId, row.job_seq, item.shard);
+      return { kind: 'timer_gone', timerId: item.timerId };
+    }
     const hasActiveRun = (batch.activeRuns.get(item.jobId)?.length ?? 0) > 0;
     if (hasActiveRun || this.markTimerAhead.run(timerId, row.job_seq, item.shard).changes !== 1) {
       // Gone; marked by an earlier pass (whose run stands: it only awaits its finish); or
       // left as it was for the fire time.
       const mark = this.selectTimerAhead.get(timerId);
-      return mark === undefined
-        ? { kind: 'timer_gone', timerId: item.timerId }
-        : { ...kept, runs: [], nextTimerDispatchedAhead: mark === 1 };
+      if (mark === undefined) return { kind: 'timer_gone', timerId: item.timerId };
+      return mark === 1 ? { kind: 'written_ahead', timerId: item.timerId, runs: [] } : { kind: 'left_for_fire_time', timerId: item.timerId };
     }
     const [lane, overlap] = JSON.parse(row.lane_overlap) as [Lane, OverlapPolicy];
     const job: DispatchJob = { jobId: item.jobId, jobSeq: row.job_seq, team: row.team, shard: item.shard, pool: row.pool, lane, overlap };
     const runs = item.occurrences.map((occurrence) => this.recordOccurrence(job, occurrence, item.shardToken, batch,
       Math.max(batch.nowMs, occurrence.fireAtMs)));
-    return { ...kept, runs, nextTimerDispatchedAhead: true };
+    return { kind: 'written_ahead', timerId: item.timerId, runs };
   }
 
   /**
-   * Stage 'finish': the marked timer is consumed and the job, if still active, done; its run
-   * was written ahead. A timer is only ever its job's (the job_seq it names), so the finish
-   * needs no read of the job: at a herd's instant that read was half of each finish.
+   * The marked timer is consumed and the job, if still active, done; its run was written
+   * ahead. A timer is only ever its job's (the job_seq it names), so the finish needs no read
+   * of the job: at a herd's instant that read was half of each finish.
    */
-  private finishAhead(item: DispatchItem, timerId: number, batch: BatchState): DispatchResult {
+  private finishAheadOne(item: FinishAheadItem, batch: BatchState): FinishAheadResult {
+    const timerId = this.fence(item, batch);
+    if (typeof timerId !== 'number') return timerId;
     const jobSeq = this.consumeAheadTimer.get(timerId, item.shard);
     if (jobSeq === undefined) return { kind: 'timer_gone', timerId: item.timerId };
     const pool = this.finishActiveJob.get(batch.nowMs, jobSeq);
     // Its run comes due now: parked waiters are served in this transaction, as by a whole
     // dispatch, not by a lease transaction of their own after the ready timer wakes them.
     if (pool !== undefined) batch.readyPools.push(pool);
-    return { kind: 'dispatched', timerId: item.timerId, runs: [], pool: pool ?? '', nextTimerId: null };
+    return { kind: 'finished', timerId: item.timerId };
   }
 
   /** `readyAtMs`: when a ready run becomes leasable (now, or its fire time for one written ahead). */
   private recordOccurrence(job: DispatchJob, occurrence: OccurrenceWrite, shardToken: string,
-    batch: BatchState, readyAtMs = batch.nowMs): DispatchedRun {
+    batch: BatchState, readyAtMs = batch.nowMs): FiredRun {
     const { nowMs } = batch;
     const runId = runIdOf(job.jobId, occurrence.scheduledAtMs);
     if (occurrence.status !== 'ready') {
@@ -271,7 +312,7 @@ export class Dispatcher {
    * Inserts the run and its first event unless the run exists (invariant 1): then nothing is
    * written and the existing run's status is answered.
    */
-  private insertRun(run: NewRun, eventType: string, detailJson: string): DispatchedRun {
+  private insertRun(run: NewRun, eventType: string, detailJson: string): FiredRun {
     if (this.runs.insertWithFirstEvent(run, eventType, detailJson) === null) {
       return { runId: run.runId, status: this.selectRunStatus.get(run.runId) as RunStatus, inserted: false };
     }

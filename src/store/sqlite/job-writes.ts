@@ -219,7 +219,7 @@ export class JobWrites {
       if (timer.fireAtMs < nearEndMs) {
         this.flushRows();
         const timerId = this.timers.insertNew(jobSeq, job.shard, timer);
-        near.add(timerId, job.jobId, job.shard, timer, job.version, job.spec);
+        near.add(timerId, job, timer);
       } else {
         this.timerRows.add(jobSeq, job.shard, bucketOf(timer.fireAtMs), timer.fireAtMs, timer.scheduledAtMs);
       }
@@ -304,7 +304,7 @@ export class JobWrites {
     const timerId = this.timers.replace(jobSeq, job.shard, timer, sameOccurrence);
     job.nextFireAtMs = timer.fireAtMs;
     job.nextScheduledAtMs = timer.scheduledAtMs;
-    near.add(timerId, job.jobId, job.shard, timer, job.version, job.spec, sameOccurrence);
+    near.add(timerId, job, timer, sameOccurrence);
   }
 
   /** A run written ahead and not due yet is cancelled with its job (or its old timing): it never came due. */

@@ -177,7 +177,7 @@ export class StoreReads {
       params.push(query.after.fireAtMs, query.after.fireAtMs, afterTimerId);
     }
     // Timers name their job by its seq (schema v4): the join is a rowid lookup in jobs.
-    const sql = `SELECT t.timer_id, j.job_id, t.shard, t.fire_at, t.scheduled_at, j.version, j.spec, t.dispatched_ahead
+    const sql = `SELECT t.timer_id, j.job_id, t.shard, t.fire_at, t.scheduled_at, j.version, j.spec, t.dispatched_ahead, j.team
       FROM timers t JOIN jobs j ON j.job_seq = t.job_seq
       WHERE ${where.join(' AND ')} ORDER BY t.fire_at, t.timer_id ${boundLimit}`;
     const rows = this.cache.get(sql).all(...params, query.limit) as TimerWithJobRow[];

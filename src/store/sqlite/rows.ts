@@ -49,7 +49,7 @@ export interface RunRow {
   dispatched_at: number | null;
   attempt: number;
   attempt_base: number;
-  status: string;
+  status: RunStatus;
   started_at: number | null;
   finished_at: number | null;
   last_error: string | null;
@@ -83,6 +83,7 @@ export interface TimerWithJobRow {
   version: number;
   spec: string;
   dispatched_ahead: number;
+  team: string;
 }
 
 export interface ShardLeaseRow {
@@ -137,7 +138,7 @@ export function runFromRow(row: RunRow): RunRecord {
     fireAtMs: row.fire_at,
     dispatchedAtMs: row.dispatched_at,
     attempt: row.attempt,
-    status: row.status as RunStatus,
+    status: row.status,
     startedAtMs: row.started_at,
     finishedAtMs: row.finished_at,
     lastError: row.last_error,
@@ -169,6 +170,7 @@ export function loadedTimerFromRow(row: TimerWithJobRow): LoadedTimer {
     scheduledAtMs: row.scheduled_at,
     jobVersion: row.version,
     spec: JSON.parse(row.spec) as JobSpec,
+    team: row.team,
     ...(row.dispatched_ahead === 1 ? { dispatchedAhead: true } : {}),
   };
 }

@@ -320,8 +320,30 @@ const migrations: readonly string[] = [
   CREATE INDEX jobs_silence_announced ON jobs (job_seq) WHERE silence_announced_since IS NOT NULL;
   `,
   `
-  -- v9: reserved for team limits; a step that changes nothing until that migration takes its place.
-  SELECT 1;
+  -- v9: team limits (docs/API.md "Team limits") and the bucket row each limited team's creates
+  -- take from (team-limits.ts): its tokens for create_per_s, and its pending count, kept
+  -- between two counts. The count reads two partial indexes: the active jobs a limited team's
+  -- creates marked (quota_counted; NULL on every other job, which then costs no entry), and
+  -- every team's ready runs (an entry from dispatch until lease; its predicate names team <> '',
+  -- which only the pending count states, so no other read of ready runs takes it instead).
+  CREATE TABLE team_limits (
+    team TEXT PRIMARY KEY,
+    create_per_s REAL,
+    pending_max INTEGER,
+    dispatch_per_s REAL,
+    weight REAL NOT NULL,
+    updated_at INTEGER NOT NULL
+  );
+  CREATE TABLE team_buckets (
+    team TEXT PRIMARY KEY,
+    tokens REAL NOT NULL,
+    at_ms INTEGER NOT NULL,
+    pending INTEGER,
+    pending_at_ms INTEGER
+  );
+  ALTER TABLE jobs ADD COLUMN quota_counted INTEGER;
+  CREATE INDEX jobs_quota_pending ON jobs (team) WHERE quota_counted = 1 AND state = 'active';
+  CREATE INDEX runs_team_ready ON runs (team) WHERE status = 'ready' AND team <> '';
   `,
   `
   -- v10: capacity (lease-gates.ts). A lease for one team within a lane reads its runs by

@@ -19,15 +19,19 @@ import { groupCommitMax, timingDefaults } from '../../limits.js';
 import type { Logger } from '../../obs/log.js';
 import type { JobRecord, Lane, Page, RunRecord } from '../../domain/types.js';
 import type {
-  CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchLeaser,
-  DispatchResult, ExpiredLease, HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun,
-  LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ServedClaim, ShardLease, AnnouncedSilence, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite,
+  ClaimParkedWaiter, CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem,
+  DispatchResult, ExpiredLease, FinishAheadItem, FinishAheadResult, HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter,
+  LeaseRunsRequest, LeasedRun, LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ServedWaiter, ShardLease,
+  AnnouncedSilence, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite, WriteAheadItem, WriteAheadResult,
+  CreateQuota, QuotaCreateOutcome, TeamLimitsEntry,
   PoolPause, ResourceUsage,
 } from '../store.js';
 import { leaseCameBackShort } from '../store.js';
-import { Dispatcher } from './dispatch.js';
+import { Dispatcher, type Fired } from './dispatch.js';
 import { GroupCommitQueue, type OperationOutcome, type QueuedOperation } from './group-commit.js';
 import { WalSync } from './wal-sync.js';
+import type { ClusterMembership, MembershipOptions } from '../membership.js';
+import { LocalMembers } from './membership.js';
 import { JobWrites, type WriteEffects } from './job-writes.js';
 import { Notifier } from './notifications.js';
 import { StoreReads } from './reads.js';
@@ -37,6 +41,7 @@ import { WriteHealth, isDiskFailure } from './write-health.js';
 import { migrate } from './schema.js';
 import { ShardLeaseTable } from './shard-leases.js';
 import { RunTable, TimerTable, TokenSequence } from './tables.js';
+import { TeamLimitsTable } from './team-limits.js';
 
 export interface SqliteStoreOptions {
   /** The database file; created with its schema when missing. */
@@ -130,7 +135,6 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
 
 export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
-  readonly dispatchesAhead = true;
   private readonly notifier: Notifier;
   private readonly jobWrites: JobWrites;
   private readonly dispatcher: Dispatcher;
@@ -138,6 +142,7 @@ export class SqliteStore implements Store {
   private readonly runTransitions: RunTransitions;
   private readonly merged = { creates: 0, completions: 0 };
   private readonly reads: StoreReads;
+  private readonly teamLimits: TeamLimitsTable;
   private readonly writes: GroupCommitQueue;
   /** Null when the store was opened with synchronous NORMAL: commits are not synced at all. */
   private readonly walSync: WalSync | null;
@@ -147,8 +152,10 @@ export class SqliteStore implements Store {
   private readonly probeWrite: () => void;
   private readonly logger: Logger | undefined;
   private closed = false;
-  private dispatchLeaser: DispatchLeaser | null = null;
+  private claimParkedWaiter: ClaimParkedWaiter | null = null;
   private readonly scanStepJobs: number;
+  /** The cluster's members: the nodes of this process (openMembership). */
+  private readonly members = new LocalMembers();
 
   private readonly groupTransaction: Database.Transaction<(body: () => unknown) => unknown>;
   private readonly savepoint: { begin: Database.Statement; release: Database.Statement; rollback: Database.Statement };
@@ -178,6 +185,7 @@ export class SqliteStore implements Store {
     this.shardLeases = new ShardLeaseTable(db, tokens);
     this.runTransitions = new RunTransitions(db, runs, tokens, options.random ?? Math.random);
     this.reads = new StoreReads(db);
+    this.teamLimits = new TeamLimitsTable(db);
     this.checkpointer = new Checkpointer({
       path: options.path,
       setAutocheckpoint: (pages) => db.pragma(`wal_autocheckpoint = ${pages}`),
@@ -298,6 +306,32 @@ export class SqliteStore implements Store {
     return this.writeWithEffects(1, () => this.jobWrites.trigger(team, jobId, nowMs)).then((done) => done.run);
   }
 
+  // Team limits and create quotas ----------------------------------------------------------
+
+  async listTeamLimits(): Promise<TeamLimitsEntry[]> {
+    return this.run(() => this.teamLimits.list());
+  }
+
+  async putTeamLimits(entries: readonly TeamLimitsEntry[], nowMs: number): Promise<void> {
+    await this.write(1, () => this.teamLimits.put(entries, nowMs));
+  }
+
+  async deleteTeamLimits(team: string): Promise<boolean> {
+    return this.write(1, () => this.teamLimits.delete(team));
+  }
+
+  /** The quota's check, the creates and the bucket row in one operation of the group commit (team-limits.ts). */
+  async createJobsWithinQuota(items: CreateJobInput[], nowMs: number, quota: CreateQuota): Promise<QuotaCreateOutcome> {
+    const done = await this.writeWithEffects(Math.max(1, items.length), () => {
+      const refusal = this.teamLimits.admit(quota, items.length, nowMs);
+      if (refusal !== null) return { outcome: refusal as QuotaCreateOutcome, effects: { nearTimers: [], readyPools: [] } };
+      const created = this.jobWrites.create(items, nowMs);
+      if (quota.pendingMax !== null) this.teamLimits.markCounted(created.outcomes);
+      return { outcome: { kind: 'created', outcomes: created.outcomes } as QuotaCreateOutcome, effects: created.effects };
+    });
+    return done.outcome;
+  }
+
   // Shard ownership ------------------------------------------------------------------------
 
   async acquireShardLeases(nodeId: string, shards: readonly number[], ttlMs: number, nowMs: number,
@@ -333,11 +367,29 @@ export class SqliteStore implements Store {
    * of the fire pass, and under load those waits were the fire lag.
    */
   async dispatch(items: readonly DispatchItem[], nowMs: number): Promise<DispatchResult[]> {
-    if (items.length === 0) return [];
-    const served: ServedClaim[] = [];
+    return this.fire(items, () => this.dispatcher.dispatch(items, nowMs), nowMs);
+  }
+
+  /** As `dispatch`, answered after the commit, not the sync. */
+  async writeRunsAhead(items: readonly WriteAheadItem[], nowMs: number): Promise<WriteAheadResult[]> {
+    return this.fire(items, () => this.dispatcher.writeRunsAhead(items, nowMs), nowMs);
+  }
+
+  /** As `dispatch`, answered after the commit, not the sync. */
+  async finishAhead(items: readonly FinishAheadItem[], nowMs: number): Promise<FinishAheadResult[]> {
+    return this.fire(items, () => this.dispatcher.finishAhead(items, nowMs), nowMs);
+  }
+
+  /**
+   * One firing operation through the group commit (calls of one turn share its transaction),
+   * serving parked waiters in it and answering after the commit, not the sync.
+   */
+  private fire<Result>(items: readonly unknown[], apply: () => Fired<Result>, nowMs: number): Promise<Result[]> {
+    if (items.length === 0) return Promise.resolve([]);
+    const served: ServedWaiter[] = [];
     return this.write(items.length, () => {
-      const done = this.dispatcher.dispatch(items, nowMs);
-      this.leaseToWaiters(done.effects.readyPools, nowMs, served);
+      const done = apply();
+      this.leaseToParkedWaiters(done.effects.readyPools, nowMs, served);
       return done;
     }, (done) => {
       for (const { claim, runs } of served) claim.settle(runs);
@@ -349,23 +401,23 @@ export class SqliteStore implements Store {
     });
   }
 
-  setDispatchLeaser(leaser: DispatchLeaser | null): void {
-    this.dispatchLeaser = leaser;
+  setParkedWaiters(claimWaiter: ClaimParkedWaiter | null): void {
+    this.claimParkedWaiter = claimWaiter;
   }
 
   /**
-   * Inside a dispatch's transaction: leases the runs it made ready to the waiters parked for
+   * Inside a firing's transaction: leases the runs it made ready to the waiters parked for
    * their pools, in the waiters' order, until one is answered short (its pool is empty for
    * its team). It saves each waiter a lease transaction of its own after the dispatch, and
    * the wake-up and read before it: at 2,000 timers a second those were a third of the
    * server's transactions. Waiters it does not serve are woken by onRunsReady as before.
    */
-  private leaseToWaiters(readyPools: readonly string[], nowMs: number, served: ServedClaim[]): void {
-    if (this.dispatchLeaser === null) return;
+  private leaseToParkedWaiters(readyPools: readonly string[], nowMs: number, served: ServedWaiter[]): void {
+    if (this.claimParkedWaiter === null) return;
     for (const pool of new Set(readyPools)) {
-      for (let claim = this.dispatchLeaser(pool, nowMs); claim !== null; claim = this.dispatchLeaser(pool, nowMs)) {
+      for (let claim = this.claimParkedWaiter(pool, nowMs); claim !== null; claim = this.claimParkedWaiter(pool, nowMs)) {
         // Pushed before leasing, so that a failure settles this claim too.
-        const entry: ServedClaim = { claim, runs: [] };
+        const entry: ServedWaiter = { claim, runs: [] };
         served.push(entry);
         entry.runs = this.runTransitions.lease(claim.request);
         if (leaseCameBackShort(claim.request, entry.runs)) break;
@@ -556,6 +608,14 @@ export class SqliteStore implements Store {
     await this.checkpointer.close();
     this.walSync?.close();
     this.db.close();
+  }
+
+  // Cluster membership ---------------------------------------------------------------------
+
+  /** The nodes of this process (sqlite/membership.ts): the data-directory lock keeps every other out. */
+  async openMembership(options: MembershipOptions): Promise<ClusterMembership> {
+    this.assertOpen();
+    return this.members.open(options);
   }
 
   /** Queues a write for the next group commit; answers once the commit is durable (or, with `durable: false`, done). */

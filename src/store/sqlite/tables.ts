@@ -100,12 +100,12 @@ export class NearTimerBatch {
 
   constructor(private readonly horizonEndMs: number, private readonly enabled: boolean) {}
 
-  add(timerId: number, jobId: string, shard: number, timer: TimerWrite, jobVersion: number, spec: JobSpec,
+  add(timerId: number, job: { jobId: string; shard: number; version: number; spec: JobSpec; team: string }, timer: TimerWrite,
     dispatchedAhead = false): void {
     if (!this.enabled || timer.fireAtMs >= this.horizonEndMs) return;
     this.timers.push({
-      timerId: String(timerId), jobId, shard, fireAtMs: timer.fireAtMs, scheduledAtMs: timer.scheduledAtMs,
-      jobVersion, spec, ...(dispatchedAhead ? { dispatchedAhead: true } : {}),
+      timerId: String(timerId), jobId: job.jobId, shard: job.shard, fireAtMs: timer.fireAtMs, scheduledAtMs: timer.scheduledAtMs,
+      jobVersion: job.version, spec: job.spec, team: job.team, ...(dispatchedAhead ? { dispatchedAhead: true } : {}),
     });
   }
 }

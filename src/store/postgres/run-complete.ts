@@ -6,14 +6,17 @@
  * concurrent `completeRun` calls share one transaction (group commit, as creates do): the
  * runs are locked FOR UPDATE in run_id order (so two batches cannot deadlock), each request
  * is checked against its run's current token inside that transaction (invariant 4), the
- * outcome is computed here (retry backoff is domain logic, not SQL), and one UPDATE and one
- * event INSERT write them all. A `buffer_one` job's held run is released in the same commit.
+ * outcome is decided by run-lifecycle.ts (`decideCompletion`: retry backoff is domain logic,
+ * not SQL), and one UPDATE and one event INSERT write them all. A `buffer_one` job's held
+ * run is released in the same commit.
  *
  * A batch of successes only (the common case) needs none of that reading: one statement
  * updates each run whose token still holds, fenced in its WHERE (invariant 4), and appends
  * the events; only the requests it did not match are read back, to say why.
  */
-import { hasAttemptsLeft, retryDelayMs } from '../../domain/retry.js';
+import {
+  decideCompletion, fenceHolds, isFinalStatus, leaseMissOf, leasedStatus, succeededStatus,
+} from '../../domain/run-lifecycle.js';
 import type { RetrySpec, RunStatus } from '../../domain/types.js';
 import type { CompleteOutcome, CompleteRequest } from '../store.js';
 import { numberArray, textArray } from './array-literals.js';
@@ -21,7 +24,7 @@ import { prepared, type Transaction } from './connection.js';
 import { query, transaction, type StoreContext } from './context.js';
 import { jsonParam, runColumns, runFromRow, type RunRow } from './rows.js';
 import { appendEvents, type NewRunEvent } from './writes.js';
-import { classifyMiss, releaseHeldOf, releasesHeldColumn, holdsNothingToRelease } from './worker-runs.js';
+import { releaseHeldOf, releasesHeldColumn, holdsNothingToRelease } from './worker-runs.js';
 
 interface LockedRun {
   run_id: string;
@@ -45,27 +48,19 @@ interface RunChange {
   result: string | null;
 }
 
+/** The write and the event of a completion whose fence held, as `decideCompletion` decides it. */
 function planCompletion(run: LockedRun, request: CompleteRequest, random: () => number):
   { change: RunChange; event: NewRunEvent } {
-  const attemptsUsed = run.attempt - run.attempt_base;
-  const base = { runId: run.run_id, result: jsonParam(request.result ?? null) };
-  const event = { runId: run.run_id, atMs: request.nowMs, fromStatus: 'running' as const };
-  if (request.status === 'succeeded') {
-    return {
-      change: { ...base, status: 'succeeded', readyAtMs: null, finishedAtMs: request.nowMs, lastError: null },
-      event: { ...event, type: 'succeeded', toStatus: 'succeeded', detail: null },
-    };
-  }
-  if (request.status === 'failed' && hasAttemptsLeft(run.retry, attemptsUsed)) {
-    const delayMs = retryDelayMs(run.retry, attemptsUsed, random());
-    return {
-      change: { ...base, status: 'retry_wait', readyAtMs: request.nowMs + delayMs, finishedAtMs: null, lastError: request.error },
-      event: { ...event, type: 'retry_scheduled', toStatus: 'retry_wait', detail: { error: request.error, delayMs } },
-    };
-  }
+  const decided = decideCompletion(request, run.attempt - run.attempt_base, run.retry, random);
   return {
-    change: { ...base, status: 'dead', readyAtMs: null, finishedAtMs: request.nowMs, lastError: request.error },
-    event: { ...event, type: 'dead', toStatus: 'dead', detail: { error: request.error, completion: request.status } },
+    change: {
+      runId: run.run_id, status: decided.status, readyAtMs: decided.readyAtMs, finishedAtMs: decided.finishedAtMs,
+      lastError: decided.lastError, result: jsonParam(request.result ?? null),
+    },
+    event: {
+      runId: run.run_id, atMs: request.nowMs, type: decided.eventType, fromStatus: leasedStatus, toStatus: decided.status,
+      detail: decided.detail,
+    },
   };
 }
 
@@ -76,7 +71,10 @@ const lockRunsSql = prepared(
      FROM runs r JOIN jobs j ON j.job_id = r.job_id CROSS JOIN LATERAL json_to_record(j.spec) AS s(retry json, overlap text)
     WHERE r.run_id = ANY($1::text[]) ORDER BY r.run_id FOR UPDATE OF r`);
 
-/** A retry stays queued (due at its ready_at); any other outcome ends the run and leaves the queue. */
+/**
+ * Writes each run's decided outcome: one with a ready time (a retry) stays queued, due then;
+ * one that ended leaves the queue.
+ */
 const writeChangesSql = prepared(
   `WITH written AS (
      UPDATE runs r SET status = c.status, ready_at = c.ready_at, finished_at = c.finished_at, lease_expires_at = NULL,
@@ -86,10 +84,11 @@ const writeChangesSql = prepared(
       WHERE r.run_id = c.run_id
      RETURNING ${runColumns}
    ), requeued AS (
-     UPDATE active_runs q SET status = 'retry_wait', due_at = written.ready_at
-       FROM written WHERE q.job_id = written.job_id AND q.run_id = written.run_id AND written.status = 'retry_wait'
+     UPDATE active_runs q SET status = written.status, due_at = written.ready_at
+       FROM written WHERE q.job_id = written.job_id AND q.run_id = written.run_id AND written.ready_at IS NOT NULL
    ), dequeued AS (
-     DELETE FROM active_runs q USING written WHERE q.job_id = written.job_id AND q.run_id = written.run_id AND written.status <> 'retry_wait'
+     DELETE FROM active_runs q USING written
+      WHERE q.job_id = written.job_id AND q.run_id = written.run_id AND written.ready_at IS NULL
    )
    SELECT * FROM written`);
 
@@ -104,12 +103,12 @@ const writeChangesSql = prepared(
  */
 const completeSucceededSql = (answer: string, form: 'within' | 'alone'): string =>
   `WITH done AS (
-     UPDATE runs r SET status = 'succeeded', finished_at = c.finished_at, ready_at = NULL, lease_expires_at = NULL,
+     UPDATE runs r SET status = '${succeededStatus}', finished_at = c.finished_at, ready_at = NULL, lease_expires_at = NULL,
                        last_error = NULL, result = c.result
        FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::json[])
               AS c(run_id, fencing_token, team, finished_at, result),
             jobs j CROSS JOIN LATERAL json_to_record(j.spec) AS s(overlap text)
-      WHERE r.run_id = c.run_id AND r.status = 'running' AND r.fencing_token::text = c.fencing_token
+      WHERE r.run_id = c.run_id AND r.status = '${leasedStatus}' AND r.fencing_token::text = c.fencing_token
         AND (c.team IS NULL OR r.team = c.team) AND j.job_id = r.job_id
         ${form === 'alone' ? `AND ${holdsNothingToRelease('s.overlap')}` : ''}
      RETURNING ${runColumns}${form === 'within' ? `, ${releasesHeldColumn('s.overlap')}` : ''}
@@ -117,7 +116,7 @@ const completeSucceededSql = (answer: string, form: 'within' | 'alone'): string 
      DELETE FROM active_runs q USING done WHERE q.job_id = done.job_id AND q.run_id = done.run_id
    ), events AS (
      INSERT INTO run_events (run_id, at_ms, type, from_status, to_status, detail)
-     SELECT run_id, finished_at, 'succeeded', 'running', 'succeeded', NULL FROM done
+     SELECT run_id, finished_at, 'succeeded', '${leasedStatus}', '${succeededStatus}', NULL FROM done
    )
    SELECT ${answer} FROM done`;
 const completeSucceededWholeSql = prepared(completeSucceededSql('*', 'within'));
@@ -197,7 +196,7 @@ async function completeSucceededWithin(tx: Transaction, requests: readonly Compl
     if (isCompleted(request)) return brief ? { kind: 'accepted' } : { kind: 'completed', run: runFromRow(completed.get(request.runId)!) };
     const run = missed.get(request.runId);
     if (run === undefined || (request.team !== null && run.team !== request.team)) return { kind: 'not_found' };
-    return classifyMiss(run);
+    return leaseMissOf(run);
   });
 }
 
@@ -223,15 +222,14 @@ export async function completeRunsWithin(tx: Transaction, requests: readonly Com
   const releaseJobs: { jobId: string; releasesHeld: boolean; nowMs: number }[] = [];
   const verdicts = requests.map((request): CompleteOutcome | 'completed' => {
     const run = runs.get(request.runId);
-    if (run === undefined || (request.team !== null && run.team !== request.team)) return { kind: 'not_found' };
-    if (run.status === 'cancelled') return { kind: 'cancelled' };
-    if (run.status !== 'running' || run.fencing_token !== request.fencingToken) return { kind: 'stale_token' };
+    if (run === undefined || (request.team !== null && run.team !== request.team)) return leaseMissOf(undefined);
+    if (!fenceHolds(run.status, run.fencing_token, request.fencingToken)) return leaseMissOf(run);
     const { change, event } = planCompletion(run, request, random);
     changes.set(run.run_id, change);
     events.push(event);
     // A second completion of the same attempt in this batch finds it finished: stale.
     run.status = change.status;
-    if (change.status !== 'retry_wait') releaseJobs.push({ jobId: run.job_id, releasesHeld: run.releases_held, nowMs: request.nowMs });
+    if (isFinalStatus(change.status)) releaseJobs.push({ jobId: run.job_id, releasesHeld: run.releases_held, nowMs: request.nowMs });
     // Parked waiters, on every node, arm for the retry's ready time (StoreNotifications.onRunsReady).
     else tx.readyPools.add(run.pool);
     return 'completed';
