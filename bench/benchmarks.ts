@@ -1,6 +1,7 @@
 /** The benchmarks `npm run bench` knows, in the order a full run takes them. */
 import { clusterFailoverBenchmark, clusterPrecisionBenchmark, clusterThroughputBenchmark } from './bench-cluster.js';
 import { createBenchmark } from './bench-create.js';
+import { fairnessBenchmark } from './bench-fairness.js';
 import { cronHerdRealBenchmark, cronHerdVirtualBenchmark } from './bench-cron-herd.js';
 import { herdBenchmark } from './bench-herd.js';
 import { idleBenchmark } from './bench-idle.js';
@@ -25,4 +26,5 @@ export const benchmarks: Benchmark[] = [
   clusterThroughputBenchmark,
   clusterPrecisionBenchmark,
   clusterFailoverBenchmark,
+  fairnessBenchmark,
 ];

@@ -9,6 +9,8 @@ export interface BenchContext {
   readonly quick: boolean;
   /** Start servers under `node --cpu-prof` and summarise the profile in the notes. */
   readonly cpuProfile: boolean;
+  /** `--size NAME=N` settings, for benchmarks whose sizes are flags. */
+  readonly sizes?: Readonly<Record<string, number>>;
   log(message: string): void;
   /** A fresh temp directory, removed when the benchmark ends. */
   tempDir(prefix: string): string;

@@ -9,6 +9,8 @@
  *   --json FILE         also write the results as JSON
  *   --markdown FILE     also write the markdown to FILE
  *   --list              print the benchmark names and exit
+ *   --size NAME=N       a benchmark's size setting (repeatable; e.g. fairness: --size ready=20000)
+ *   NAME ...            as --only NAME,...
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -26,10 +28,11 @@ interface RunOptions {
   cpuProfile: boolean;
   jsonPath: string | null;
   markdownPath: string | null;
+  sizes: Record<string, number>;
 }
 
 function parseOptions(argv: string[]): RunOptions | 'list' {
-  const { values } = parseArgs({
+  const { values, positionals } = parseArgs({
     args: argv,
     options: {
       only: { type: 'string' },
@@ -38,11 +41,20 @@ function parseOptions(argv: string[]): RunOptions | 'list' {
       json: { type: 'string' },
       markdown: { type: 'string' },
       list: { type: 'boolean', default: false },
+      size: { type: 'string', multiple: true },
     },
     strict: true,
+    allowPositionals: true,
   });
   if (values.list === true) return 'list';
-  const only = values.only === undefined ? null : values.only.split(',').map((name) => name.trim()).filter(Boolean);
+  const named = [...(values.only === undefined ? [] : values.only.split(',')), ...positionals].map((name) => name.trim()).filter(Boolean);
+  const only = named.length === 0 ? null : named;
+  const sizes: Record<string, number> = {};
+  for (const setting of values.size ?? []) {
+    const [name, value] = setting.split('=');
+    if (name === undefined || value === undefined || !Number.isFinite(Number(value))) throw new Error(`--size takes NAME=N, not ${setting}`);
+    sizes[name] = Number(value);
+  }
   for (const name of only ?? []) {
     if (!benchmarks.some((benchmark) => benchmark.name === name)) {
       throw new Error(`unknown benchmark ${name}; known: ${benchmarks.map((benchmark) => benchmark.name).join(', ')}`);
@@ -54,12 +66,13 @@ function parseOptions(argv: string[]): RunOptions | 'list' {
     cpuProfile: values['cpu-prof'] === true,
     jsonPath: values.json ?? null,
     markdownPath: values.markdown ?? null,
+    sizes,
   };
 }
 
 function commandOf(name: string, options: RunOptions): string {
-  return ['npm run bench --', '--only', name, ...(options.quick ? ['--quick'] : []), ...(options.cpuProfile ? ['--cpu-prof'] : [])]
-    .join(' ');
+  return ['npm run bench --', '--only', name, ...(options.quick ? ['--quick'] : []), ...(options.cpuProfile ? ['--cpu-prof'] : []),
+    ...Object.entries(options.sizes).map(([size, value]) => `--size ${size}=${value}`)].join(' ');
 }
 
 async function runOne(benchmark: Benchmark, options: RunOptions, runStamp: string): Promise<RecordedResult> {
@@ -70,6 +83,7 @@ async function runOne(benchmark: Benchmark, options: RunOptions, runStamp: strin
   const context: BenchContext = {
     quick: options.quick,
     cpuProfile: options.cpuProfile,
+    sizes: options.sizes,
     log,
     tempDir: (prefix) => {
       const dir = mkdtempSync(join(tmpdir(), prefix));
@@ -124,6 +138,8 @@ const usage = `Usage: npm run bench -- [--only NAME[,NAME]] [--quick] [--cpu-pro
   --json FILE         also write the results as JSON
   --markdown FILE     also write the markdown to FILE
   --list              print the benchmark names and exit
+  --size NAME=N       a benchmark's size setting (repeatable; e.g. fairness: --size ready=20000)
+  NAME ...            as --only NAME,...
 `;
 
 async function main(): Promise<number> {

@@ -22,6 +22,9 @@ export const labelLengthMax = 256;
 /** Length of a job's `owner` and `pager` texts. */
 export const ownerLengthMax = 256;
 export const resourcesCountMax = 32;
+/** A resource cap's `max_concurrency` and a lane's `dispatch_per_s`, at most (routes-capacity.ts). */
+export const resourceConcurrencyMax = 1_000_000;
+export const laneDispatchPerSecondMax = 1_000_000;
 export const cronLengthMax = 1_024;
 export const errorTextLengthMax = 8_192;
 export const resultBytesMax = 65_536;
@@ -385,3 +388,20 @@ export const virtualBatchWindowMs = 500;
 export const reloadSoonDelayMs = 1_000;
 /** Dispatches per second a scheduler node is sized for, unless told (`catch_up: all` backlogs get a share of it). */
 export const dispatchCapacityPerSecondDefault = 5_000;
+
+// Lease planner and noisy neighbours (src/service/lease-planner.ts, dispatch-shares.ts) ------------
+
+/** P2's share of a pool's leases while P0 or P1 have ready runs (`--p2-share`). */
+export const leaseP2ShareDefault = 0.2;
+/** How long a pool's read of its ready teams serves leases when no run became ready there meanwhile. */
+export const leaseBacklogReadTtlMs = 100;
+/** How soon after its last read a pool whose runs became ready meanwhile is read again. */
+export const leaseBacklogRereadMs = 10;
+/** How long the lane dispatch caps read from the store serve (a cap set on another node applies this much later here). */
+export const leaseLaneCapsReadTtlMs = 1_000;
+/** Dispatch shares are counted in buckets of this length, over a window of this many buckets (a minute). */
+export const dispatchShareBucketMs = 10_000;
+export const dispatchShareWindowBuckets = 6;
+/** A noisy neighbour holds over this share of a lane's leases (with another team leased there) for this long. */
+export const noisyNeighbourShare = 0.5;
+export const noisyNeighbourForMs = 600_000;

@@ -44,6 +44,8 @@ export interface ServeOptions {
   payloadBytesMax?: number;
   /** `--require-max-silence-label`: jobs with this label must set max_silence_s. */
   silenceRequiredLabel?: LabelSelector | null;
+  /** P2's share of a pool's leases while P0 or P1 have ready runs (`--p2-share`; default 0.2). */
+  p2Share?: number;
   /** `--alert-webhook`: where silence alerts are posted, and the HMAC secret they are signed with. */
   alertWebhook?: { url: string; secret: string } | null;
   /** The HTTP server's timeouts and connection cap (default `httpLimitsDefaults`). */
@@ -145,6 +147,7 @@ function buildNodeApp(options: ServeOptions, node: {
       silenceRequiredLabel: options.silenceRequiredLabel ?? null,
       ...(options.http === undefined ? {} : { http: options.http }),
       ...(options.teamLimits === undefined ? {} : { teamLimits: options.teamLimits }),
+      ...(options.p2Share === undefined ? {} : { p2Share: options.p2Share }),
     },
     readiness: async () => {
       await store.ping();

@@ -16,6 +16,7 @@ import { TicklerError } from '../errors.js';
 import { JobService } from '../service/job-service.js';
 import { RunService } from '../service/run-service.js';
 import { LeaseWaiters } from '../service/lease-waiters.js';
+import { LeasePlanner, p2ShareDefault } from '../service/lease-planner.js';
 import { parseJsonBody } from './json-body.js';
 import { validatorCompiler } from './validator.js';
 import { capConnections, httpServerOptions } from './http-limits.js';
@@ -28,6 +29,7 @@ import { registerOperationRoutes } from './routes-operations.js';
 import { registerOpenApi } from './openapi.js';
 import { registerUiDataRoutes } from './routes-ui-data.js';
 import { registerWebUi } from './web-ui.js';
+import { registerCapacityRoutes } from './routes-capacity.js';
 import { registerTeamRoutes } from './routes-teams.js';
 import { TeamLimits, retryAfterSOf } from '../service/team-limits.js';
 
@@ -70,6 +72,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.decorateRequest('rawBody', null);
 
   const teamLimits = new TeamLimits({ store: deps.store, clock: deps.clock, logger: deps.logger });
+  const planner = new LeasePlanner({ store: deps.store, clock: deps.clock, metrics: deps.metrics, logger: deps.logger,
+    p2Share: deps.config.p2Share ?? p2ShareDefault, teamLimits, fairTeams: deps.config.fairTeams !== false });
   const context: ApiContext = {
     deps,
     teamLimits,
@@ -83,7 +87,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     runs: new RunService({
       store: deps.store, clock: deps.clock, metrics: deps.metrics, logger: deps.logger, resultBytesMax: limits.resultBytesMax,
     }),
-    waiters: new LeaseWaiters(deps.store, deps.clock, deps.logger),
+    waiters: new LeaseWaiters(planner.store, deps.clock, deps.logger),
+    planner,
   };
   // The document generator records routes as they are added: it loads first, the routes after.
   void registerOpenApi(app as unknown as FastifyInstance);
@@ -108,6 +113,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       registerJobRoutes(scoped, context);
       registerRunRoutes(scoped, context);
       registerUiDataRoutes(scoped, context);
+      registerCapacityRoutes(scoped, context);
       registerTeamRoutes(scoped, context);
       registerWebUi(scoped);
     }

@@ -15,6 +15,7 @@ import type { JobService } from '../service/job-service.js';
 import type { LabelSelector } from '../service/job-spec.js';
 import type { RunService } from '../service/run-service.js';
 import type { LeaseWaiters } from '../service/lease-waiters.js';
+import type { LeasePlanner } from '../service/lease-planner.js';
 import type { TeamLimits } from '../service/team-limits.js';
 import type { TeamLimitsEntry } from '../store/store.js';
 import type { AuthLevel, Caller } from './auth.js';
@@ -42,6 +43,9 @@ export interface ApiConfig {
   silenceRequiredLabel?: LabelSelector | null;
   /** Timeouts and the connection cap of the server (default `limits.httpLimitsDefaults`). */
   http?: limits.HttpLimits;
+  /** Lease planner (src/service/lease-planner.ts): P2's share under P0/P1 backlog, team weights and dispatch caps. */
+  p2Share?: number;
+  fairTeams?: boolean;
   /** `--limits FILE`: team limits stored when the app is ready, before it answers. */
   teamLimits?: readonly TeamLimitsEntry[];
 }
@@ -67,6 +71,7 @@ export interface ApiContext {
   jobs: JobService;
   runs: RunService;
   waiters: LeaseWaiters;
+  planner: LeasePlanner;
   teamLimits: TeamLimits;
 }
 

@@ -51,7 +51,9 @@ function registerLedgerRoutes(app: App, { runs }: ApiContext): void {
     config: { doc: { summary: 'one run with its events', answers: { 200: RunAnswer } } },
   }, async (request) => {
     const scope = scopeOf(callerOf(request), request.query.team);
-    return runWithEventsToWire(await runs.get(scope, checkId(request.params.run_id, 'run')));
+    const run = await runs.get(scope, checkId(request.params.run_id, 'run'));
+    const waitingFor = await runs.waitingFor(scope, run);
+    return { ...runWithEventsToWire(run), ...(waitingFor === null ? {} : { waiting_for: waitingFor }) };
   });
 
   app.get('/v1/dlq', {
@@ -91,7 +93,7 @@ function registerWorkerRoutes(app: App, { runs, waiters, deps }: ApiContext): vo
     const leased = await waiters.lease(leaseWaitRequestOf(body, scopeOf(callerOf(request), request.query.team), client.signal));
     if (leased.length > 0) {
       const nowMs = deps.clock.nowMs();
-      for (const run of leased) deps.metrics.readyLagSeconds.observe(Math.max(0, nowMs - run.readyAtMs) / 1_000);
+      for (const run of leased) deps.metrics.observeReadyLag(run, nowMs);
     }
     return reply.type(jsonType).send(joinedUtf8('{"runs":[', leased, leasedRunWireJson, ']}'));
   });

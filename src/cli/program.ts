@@ -68,6 +68,7 @@ export function buildProgram(env: NodeJS.ProcessEnv = process.env): Command {
     .option('--start-at <time>', 'virtual clock start (RFC 3339)')
     .addOption(new Option('--log-level <level>', `log level (default ${serveDefaults.logLevel})`).choices(logLevels))
     .option('--cron-tolerance-default-s <seconds>', 'default tolerance_s of cron jobs (default 300)')
+    .option('--p2-share <fraction>', 'P2\'s share of a pool\'s leases while P0 or P1 have ready runs (default 0.2)')
     .option('--payload-bytes-max <bytes>', 'payload limit (default 65536)')
     .option('--headers-timeout-s <seconds>', 'time a client has to send a request\'s line and headers (default 10)')
     .option('--request-timeout-s <seconds>', 'time a client has to send a whole request, body included; a long-poll\'s wait is not counted (default 30)')

@@ -41,6 +41,7 @@ export interface ServeFlags {
   startAt?: string;
   logLevel?: string;
   cronToleranceDefaultS?: string;
+  p2Share?: string;
   payloadBytesMax?: string;
   requireMaxSilenceLabel?: string;
   alertWebhook?: string;
@@ -88,6 +89,7 @@ export function resolveServeOptions(flags: ServeFlags, env: Environment, readFil
   if (silenceLabel !== undefined && (silenceLabel.startsWith('=') || silenceLabel === '')) {
     throw new CliUsageError('--require-max-silence-label takes a label name, or name=value');
   }
+  const p2Share = pick(flags.p2Share, 'P2_SHARE');
   const teamLimits = teamLimitsOf(pick(flags.limits, 'LIMITS'), readFile);
   const alertWebhook = alertWebhookOf(pick(flags.alertWebhook, 'ALERT_WEBHOOK'), flags.alertWebhookSecretFile, env, readFile);
   return {
@@ -112,6 +114,7 @@ export function resolveServeOptions(flags: ServeFlags, env: Environment, readFil
     ...(dispatchAtCreate === undefined ? {} : { dispatchAtCreate: switchOf(dispatchAtCreate, 'TICKLER_DISPATCH_AT_CREATE') }),
     ...(silenceLabel === undefined ? {} : { silenceRequiredLabel: parseLabelSelector(silenceLabel) }),
     ...(alertWebhook === null ? {} : { alertWebhook }),
+    ...(p2Share === undefined ? {} : { p2Share: shareOf(p2Share) }),
     ...(teamLimits === null ? {} : { teamLimits }),
   };
 }
@@ -296,4 +299,13 @@ function switchOf(value: string, name: string): boolean {
 
 function isTrue(value: string | undefined): boolean {
   return value !== undefined && ['1', 'true', 'yes', 'on'].includes(value.toLowerCase());
+}
+
+/** `--p2-share`: P2's share of a pool's leases while P0 or P1 have ready runs, a fraction from 0 to 1. */
+function shareOf(text: string): number {
+  const share = Number(text);
+  if (!/^\d*\.?\d+$/.test(text.trim()) || !(share >= 0 && share <= 1)) {
+    throw new CliUsageError(`--p2-share must be a fraction from 0 to 1, not ${JSON.stringify(text)}`);
+  }
+  return share;
 }

@@ -31,6 +31,7 @@ import * as limits from '../limits.js';
 import { silentLogger, type Logger } from '../obs/log.js';
 import { Metrics } from '../obs/metrics.js';
 import { LeaseWaiters } from '../service/lease-waiters.js';
+import { LeasePlanner } from '../service/lease-planner.js';
 import { RunService } from '../service/run-service.js';
 import type { TeamScope } from '../store/store.js';
 import { openPostgresStore, type PostgresStore } from '../store/postgres/index.js';
@@ -83,17 +84,25 @@ export class PostgresWorkerApi implements WorkerApi {
   /** Where a batch's failed items are logged and counted. */
   private readonly sink: BatchSink;
   private readonly waiters: LeaseWaiters;
+  private readonly leasing = new Set<Promise<unknown>>();
 
   constructor(private readonly store: PostgresStore, private readonly scope: TeamScope, clock: Clock, logger: Logger) {
     this.sink = { log: logger, metrics: this.metrics };
     this.runs = new RunService({ store, clock, metrics: this.metrics, logger, resultBytesMax: limits.resultBytesMax });
-    this.waiters = new LeaseWaiters(store, clock, logger);
+    // Leases shaped as the API node shapes them (lanes, teams, dispatch caps).
+    this.waiters = new LeaseWaiters(new LeasePlanner({ store, clock, metrics: this.metrics, logger }).store, clock, logger);
   }
 
   async leaseRuns(body: LeaseRequest, options?: RequestOptions): Promise<{ runs: LeasedRun[] }> {
     if (!checkLeaseBody.Check(body)) throw apiErrorOf(schemaIssueToError(checkLeaseBody.Errors(body)));
-    const leased = await answering(() => this.waiters.lease(leaseWaitRequestOf(body, this.scope, options?.signal)));
-    return { runs: leased.map(leasedRunToWire) };
+    const leasing = answering(() => this.waiters.lease(leaseWaitRequestOf(body, this.scope, options?.signal)));
+    // A lease takes a few statements (its plan, then the lease): close lets the ones begun end first.
+    this.leasing.add(leasing);
+    try {
+      return { runs: (await leasing).map(leasedRunToWire) };
+    } finally {
+      this.leasing.delete(leasing);
+    }
   }
 
   heartbeat(runId: string, fencingToken: string): Promise<{ lease_expires_at: string }> {
@@ -132,6 +141,7 @@ export class PostgresWorkerApi implements WorkerApi {
   /** Answers parked leases with no runs and closes the connections. */
   async close(): Promise<void> {
     this.waiters.close();
+    await Promise.allSettled([...this.leasing]);
     await this.store.close();
   }
 

@@ -76,9 +76,32 @@ export class Metrics {
   });
   readonly readyLagSeconds = new Histogram({
     name: 'tickler_ready_lag_seconds',
-    help: 'From a run\'s ready time to its lease by a worker over HTTP (consumption lag, apart from fire lag); 0 for a run leased ahead',
+    help: 'From a run\'s ready time to its lease by a worker (consumption lag, apart from fire lag), by lane and team '
+      + '(teams bounded as in every per-team metric, the rest as "other"); 0 for a run leased ahead',
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+    labelNames: ['lane', 'team'] as const,
     registers: [this.registry],
+  });
+  // Capacity (src/service/lease-planner.ts) ------------------------------------------------
+  readonly dispatchShare = new Gauge({
+    name: 'tickler_dispatch_share',
+    help: 'Each team\'s share of the runs this node leased in a lane over the last minute (teams bounded as for tickler_ready_lag_seconds)',
+    labelNames: ['lane', 'team'] as const,
+    registers: [this.registry],
+  });
+  /** Read at each scrape from the store, through the lease planner. */
+  resourceUsageSource: (() => Promise<{ name: string; inUse: number }[]>) | null = null;
+  readonly resourceInUse = new Gauge({
+    name: 'tickler_resource_in_use',
+    help: 'Slots held of each capped resource (runs running that hold one), across every node',
+    labelNames: ['resource'] as const,
+    registers: [this.registry],
+    collect: async () => {
+      const source = this.resourceUsageSource;
+      if (source === null) return;
+      this.resourceInUse.reset();
+      for (const usage of await source()) this.resourceInUse.set({ resource: usage.name }, usage.inUse);
+    },
   });
   readonly jobLastSuccessAgeSeconds = new Gauge({
     name: 'tickler_job_last_success_age_seconds',
@@ -185,6 +208,11 @@ export class Metrics {
     if (this.labelledTeams.size >= metricsTeamLabelsCountMax) return 'other';
     this.labelledTeams.add(team);
     return team;
+  }
+
+  observeReadyLag(run: { lane?: string; team: string; readyAtMs: number }, nowMs: number): void {
+    this.readyLagSeconds.observe({ lane: run.lane ?? 'unknown', team: this.teamLabel(run.team) },
+      Math.max(0, nowMs - run.readyAtMs) / 1_000);
   }
 
   /** Sets what `tickler_due_per_second` counts: timers due in the next `metricsDueWindowS` seconds. */

@@ -10,7 +10,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../obs/log.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { CompletionStatus, Page, RunRecord } from '../domain/types.js';
-import type { RunListFilter, RunWithEvents, Store, TeamScope } from '../store/store.js';
+import { allTeamsPause, type RunListFilter, type RunWithEvents, type Store, type TeamScope } from '../store/store.js';
 import { notFound } from './job-service.js';
 
 export interface RunServiceDeps {
@@ -20,6 +20,9 @@ export interface RunServiceDeps {
   logger: Pick<Logger, 'warn'>;
   resultBytesMax: number;
 }
+
+/** A run record's `waiting_for` (docs/API.md "Capacity"). */
+export type WaitingFor = { pause: 'pool' | 'team' } | { resource: string; max_concurrency: number; in_use: number };
 
 export interface Completion {
   fencingToken: string;
@@ -42,6 +45,23 @@ export class RunService {
     const run = await this.deps.store.getRun(scope, runId);
     if (run === null) throw notFound('run', runId);
     return run;
+  }
+
+  /**
+   * What keeps a ready run from being leased, if a lever does (docs/API.md "Capacity"): a pause
+   * of its pool (for its team or every team), or the first of its resources whose cap is reached.
+   * Null for a run that is not ready or that nothing holds.
+   */
+  async waitingFor(scope: TeamScope, run: RunRecord): Promise<WaitingFor | null> {
+    if (run.status !== 'ready') return null;
+    const pauses = await this.deps.store.listPoolPauses(run.pool);
+    const pause = pauses.find((entry) => entry.team === allTeamsPause || entry.team === run.team);
+    if (pause !== undefined) return { pause: pause.team === allTeamsPause ? 'pool' : 'team' };
+    const job = await this.deps.store.getJob(scope, run.jobId);
+    if (job === null || job.spec.resources.length === 0) return null;
+    const full = (await this.deps.store.resourceUsage(job.spec.resources))
+      .find((usage) => usage.maxConcurrency !== null && usage.inUse >= usage.maxConcurrency);
+    return full === undefined ? null : { resource: full.name, max_concurrency: full.maxConcurrency!, in_use: full.inUse };
   }
 
   /** A dead run back to ready under the same run_id; anything else is not in the DLQ. */

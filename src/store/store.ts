@@ -23,6 +23,7 @@ import type {
   OccurrenceWrite,
   TimerWrite,
 } from '../domain/types.js';
+import type { LeasePlan } from '../domain/lease-policy.js';
 import type { ClusterMembership, MembershipOptions } from './membership.js';
 // The firing plan (domain) builds these; the store writes them.
 export type { OccurrenceWrite, TimerWrite } from '../domain/types.js';
@@ -273,6 +274,12 @@ export interface LeaseRunsRequest {
    * ones, each lane by lane.
    */
   readyMax?: number;
+  /**
+   * How the lease is shared among lanes and teams (lease-policy.ts `planLease`): executed
+   * slice by slice. Absent: lane by lane, in ready order. Every lease, planned or not, takes
+   * no run of a paused (pool, team) and no run over a resource cap (`CapacityStore`).
+   */
+  plan?: LeasePlan;
 }
 
 /** The ready part of a lease (`readyMax`) and the `leased` event's detail: run-lifecycle.ts decides both. */
@@ -309,6 +316,8 @@ export interface LeasedRun {
   leaseExpiresAtMs: number;
   /** When the run became (or becomes) ready: a run leased ahead must not start before it. */
   readyAtMs: number;
+  /** The run's lane, for the lease metrics (both stores answer it). */
+  lane?: Lane;
 }
 
 /**
@@ -410,7 +419,7 @@ export interface StoreNotifications {
   onNearTimersMissed(listener: () => void): () => void;
 }
 
-export interface Store extends StoreNotifications, TeamLimitsStore {
+export interface Store extends StoreNotifications, TeamLimitsStore, CapacityStore {
   readonly kind: 'sqlite' | 'postgres';
 
   // Jobs ---------------------------------------------------------------------------------
@@ -614,4 +623,51 @@ export interface TeamLimitsStore {
    * written. Every item counts, a keyed repeat of a job that exists as well.
    */
   createJobsWithinQuota(items: CreateJobInput[], nowMs: number, quota: CreateQuota): Promise<QuotaCreateOutcome>;
+}
+
+// Capacity: pauses, resource caps, dispatch caps ------------------------------------------
+// (docs/API.md "Capacity"; lease-gates.ts in each store.) A lease takes no run of a paused
+// (pool, team) and no run tagged with a resource whose cap is reached; a resource slot is
+// held while the run is `running` under the attempt that took it, so completion, failure,
+// lease expiry and cancel free it in their own transaction with no write of their own.
+
+/** The team of a pause that stops every team's runs in the pool (an admin's pause). */
+export const allTeamsPause = '*';
+
+export interface ResourceUsage {
+  name: string;
+  /** Null: no cap declared (unlimited). */
+  maxConcurrency: number | null;
+  inUse: number;
+}
+
+export interface PoolPause {
+  pool: string;
+  /** A team, or `allTeamsPause`. */
+  team: string;
+  atMs: number;
+}
+
+export interface CapacityStore {
+  /** Teams with runs ready by `nowMs` in each lane of the pool (within the scope): the lease planner's input. */
+  readyLaneTeams(team: TeamScope, pool: string, nowMs: number): Promise<Map<Lane, string[]>>;
+  putResourceCap(name: string, maxConcurrency: number, nowMs: number): Promise<void>;
+  /** Answers whether a cap was there to delete. */
+  deleteResourceCap(name: string): Promise<boolean>;
+  /** Each named resource (every capped one when `names` is absent) with its cap and the runs holding a slot. */
+  resourceUsage(names?: readonly string[]): Promise<ResourceUsage[]>;
+  /** Pauses (`paused`) or resumes the team's runs in the pool; `allTeamsPause` for every team. */
+  setPoolPause(pool: string, team: string, paused: boolean, nowMs: number): Promise<void>;
+  /** Resumes every pause of the pool (an admin's resume). */
+  clearPoolPauses(pool: string): Promise<void>;
+  listPoolPauses(pool: string | null): Promise<PoolPause[]>;
+  setLaneDispatchCap(lane: Lane, dispatchPerS: number | null): Promise<void>;
+  listLaneDispatchCaps(): Promise<Map<Lane, number>>;
+  /**
+   * Takes up to `wanted` tokens from the bucket `key` (refilled at `ratePerS`, holding at most a
+   * second's worth); answers how many were granted. Shared by every node of the store.
+   */
+  takeDispatchTokens(key: string, ratePerS: number, wanted: number, nowMs: number): Promise<number>;
+  /** Gives back tokens taken and not used (a lease that found fewer runs). */
+  returnDispatchTokens(key: string, ratePerS: number, count: number): Promise<void>;
 }

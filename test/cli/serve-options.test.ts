@@ -166,3 +166,12 @@ test('silence alerts: a webhook needs an http(s) URL and an HMAC secret; a requi
     { name: 'tier', value: 'sox' });
   assert.throws(() => resolveServeOptions({ requireMaxSilenceLabel: '=x' }, {}, noFile), usageError(/label name/));
 });
+
+test('--p2-share takes a fraction from 0 to 1, from the flag or TICKLER_P2_SHARE; anything else is refused', () => {
+  assert.equal(resolveServeOptions({}, {}, noFile).p2Share, undefined, 'unset: the server default (0.2)');
+  assert.equal(resolveServeOptions({ p2Share: '0.35' }, { TICKLER_P2_SHARE: '0.1' }, noFile).p2Share, 0.35);
+  assert.equal(resolveServeOptions({}, { TICKLER_P2_SHARE: '1' }, noFile).p2Share, 1);
+  for (const text of ['-0.1', '1.5', 'lots', '0x1', '1e-1']) {
+    assert.throws(() => resolveServeOptions({ p2Share: text }, {}, noFile), usageError(/--p2-share must be a fraction from 0 to 1/), text);
+  }
+});

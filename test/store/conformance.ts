@@ -14,6 +14,7 @@ import {
 import { runWorkerConformance } from './conformance-runs.js';
 import { runHistoryConformance } from './conformance-history.js';
 import { runDispatchAheadConformance } from './conformance-dispatch-ahead.js';
+import { runCapacityConformance } from './conformance-capacity.js';
 import { runMembershipConformance } from './conformance-membership.js';
 import { runQuotaConformance } from './conformance-quotas.js';
 
@@ -27,6 +28,7 @@ export function runStoreConformance(name: string, open: OpenStore): void {
     runWorkerConformance(open);
     runHistoryConformance(open);
     runDispatchAheadConformance(open);
+    runCapacityConformance(open);
     void describe('cluster membership', () => runMembershipConformance(open));
     runQuotaConformance(open);
   });

@@ -252,11 +252,13 @@ void describe('sqlite schema v6: run events without AUTOINCREMENT', () => {
 });
 
 /** What v7 added, taken out again, for tests that put a file back to an older version. */
-// What v9 (team limits), v8 (the silence announced) and v7 (timers written ahead) added, taken back in that order.
+// What v10 (capacity), v9 (team limits), v8 (the silence announced) and v7 (timers written ahead) added, taken back in that order.
 const undoV7AndLater = `DROP INDEX runs_team_ready; DROP INDEX jobs_quota_pending; ALTER TABLE jobs DROP COLUMN quota_counted;
   DROP TABLE team_buckets; DROP TABLE team_limits;
   DROP INDEX jobs_silence_announced; ALTER TABLE jobs DROP COLUMN silence_announced_since;
-  ALTER TABLE timers DROP COLUMN dispatched_ahead;`;
+  ALTER TABLE timers DROP COLUMN dispatched_ahead;
+  DROP INDEX runs_leasable_by_team; DROP TABLE resource_caps; DROP TABLE resource_slots; DROP TABLE pool_pauses;
+  DROP TABLE lane_caps; DROP TABLE dispatch_buckets;`;
 
 void describe('sqlite schema v7: timers whose run was written ahead', () => {
   void it('gives every pending timer of an older file the column, unmarked, so each fires whole as before', async () => {

@@ -45,6 +45,8 @@ export function oneStatementOf(request: LeaseRunsRequest): { max: number; aheadM
 
 /** What leases must have in common to share a statement; null for one that goes alone. */
 function shareKeyOf(request: LeaseRunsRequest): string | null {
+  // Capacity hook: a planned lease (lease-policy.ts) is its own sequence of statements.
+  if (request.plan !== undefined) return null;
   const statement = oneStatementOf(request);
   if (statement === null || statement.max === 0) return null;
   return JSON.stringify([request.team, request.leaseMs, statement.aheadMs]);

@@ -16,19 +16,21 @@ import { groupCommitMax, leaseBatchMax, timingDefaults } from '../../limits.js';
 import { isTicklerError } from '../../errors.js';
 import { FatalError } from '../../fatal-error.js';
 import { silentLogger, type Logger } from '../../obs/log.js';
-import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
+import type { JobRecord, Lane, Page, RunRecord } from '../../domain/types.js';
 import type {
   ClaimParkedWaiter, CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem, DispatchResult, ExpiredLease,
   FinishAheadItem, FinishAheadResult, HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter, LeaseRunsRequest, LeasedRun,
   LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ShardLease, AnnouncedSilence, SilentJob, SilentJobsCursor,
   Store, TeamScope, TimerWrite, WriteAheadItem, WriteAheadResult,
   CreateQuota, QuotaCreateOutcome, TeamLimitsEntry,
+  PoolPause, ResourceUsage,
 } from '../store.js';
 import { createPool, mapStoreError, poolSizeDefault, queryPool, withClient, type CommitHooks } from './connection.js';
 import { query, type StoreContext } from './context.js';
 import { dispatch, finishAhead, writeRunsAhead } from './dispatch.js';
 import { GroupCommitter } from './group-commit.js';
 import { LeaseSharing } from './lease-sharing.js';
+import * as gates from './lease-gates.js';
 import { createJobs, type CreateItem } from './job-create.js';
 import { createJobsWithinQuota, deleteTeamLimits, listTeamLimits, putTeamLimits } from './team-limits.js';
 import { cancelJob, cancelJobs, cancelJobsByKeyPrefix, changeJob, getJob, listJobs, triggerJob } from './jobs.js';
@@ -243,6 +245,52 @@ export class PostgresStore implements Store {
 
   leaseRuns(request: LeaseRunsRequest): Promise<LeasedRun[]> {
     return this.leases.lease(request);
+  }
+
+  // Capacity (store.ts CapacityStore; lease-gates.ts) -----------------------------------
+
+  readyLaneTeams(team: TeamScope, pool: string, nowMs: number): Promise<Map<Lane, string[]>> {
+    return gates.readyLaneTeams(this.context, team, pool, nowMs);
+  }
+
+  putResourceCap(name: string, maxConcurrency: number, nowMs: number): Promise<void> {
+    return gates.putResourceCap(this.context, name, maxConcurrency, nowMs);
+  }
+
+  deleteResourceCap(name: string): Promise<boolean> {
+    return gates.deleteResourceCap(this.context, name);
+  }
+
+  resourceUsage(names?: readonly string[]): Promise<ResourceUsage[]> {
+    return gates.resourceUsage(this.context, names);
+  }
+
+  setPoolPause(pool: string, team: string, paused: boolean, nowMs: number): Promise<void> {
+    return gates.setPoolPause(this.context, pool, team, paused, nowMs);
+  }
+
+  clearPoolPauses(pool: string): Promise<void> {
+    return gates.clearPoolPauses(this.context, pool);
+  }
+
+  listPoolPauses(pool: string | null): Promise<PoolPause[]> {
+    return gates.listPoolPauses(this.context, pool);
+  }
+
+  setLaneDispatchCap(lane: Lane, dispatchPerS: number | null): Promise<void> {
+    return gates.setLaneDispatchCap(this.context, lane, dispatchPerS);
+  }
+
+  listLaneDispatchCaps(): Promise<Map<Lane, number>> {
+    return gates.listLaneDispatchCaps(this.context);
+  }
+
+  takeDispatchTokens(key: string, ratePerS: number, wanted: number, nowMs: number): Promise<number> {
+    return gates.takeDispatchTokens(this.context, key, ratePerS, wanted, nowMs);
+  }
+
+  returnDispatchTokens(key: string, ratePerS: number, count: number): Promise<void> {
+    return gates.returnDispatchTokens(this.context, key, ratePerS, count);
   }
 
   heartbeatRun(team: TeamScope, runId: string, fencingToken: string, nowMs: number): Promise<HeartbeatOutcome> {

@@ -17,6 +17,8 @@ import { prepared, type Transaction } from './connection.js';
 import { numberArray, textArray } from './array-literals.js';
 import { query, transaction, type StoreContext } from './context.js';
 import { oneStatementOf } from './lease-sharing.js';
+import type { Lane } from '../../domain/types.js';
+import { leaseGateConditions, leaseThroughGates, resourceCapsDeclared, type LeaseKit, type LeasePick } from './lease-gates.js';
 
 /**
  * The claim, lease and its events in one statement.
@@ -48,7 +50,12 @@ const leaseRunsSql = prepared(leaseStatementText('single'), { autocommit: true }
  */
 const leaseRunsSharedSql = prepared(leaseStatementText('shared'), { autocommit: true });
 
-function leaseStatementText(form: 'single' | 'shared'): string {
+/**
+ * Capacity hook (lease-gates.ts), the claim's source: the pool's queue (`queue`), one lane of it
+ * (`lane`, `$10`), one team's runs of one lane (`lane-team`: `$3` names the team), or the runs
+ * named by `$10` (job ids) and `$11` (run ids) that the gate admitted under resource caps (`named`).
+ */
+function leaseStatementText(form: 'single' | 'shared', pick: LeasePick = 'queue'): string {
   const shared = form === 'shared';
   // A window function cannot sit beside FOR UPDATE: rows are numbered once claimed.
   const claimed = shared
@@ -64,8 +71,10 @@ function leaseStatementText(form: 'single' | 'shared'): string {
   return `WITH picked AS (
      SELECT r.ctid AS run_ctid, r.run_id, r.job_id, r.status AS from_status, q.due_at AS ready_at${shared ? ', q.lane' : ''}
        FROM active_runs q JOIN runs r ON r.run_id = q.run_id AND r.status = q.status AND r.held = q.held
-      WHERE q.pool = $1 AND q.status IN ${leasableStatusesSql} AND NOT q.held AND q.due_at > $9::bigint AND q.due_at <= $2::bigint + $7::bigint
-        AND ($3::text IS NULL OR q.team = $3)
+${pick === 'named' ? '       JOIN unnest($10::text[], $11::text[]) AS w(job_id, run_id) ON q.job_id = w.job_id AND q.run_id = w.run_id\n' : ''
+}      WHERE q.pool = $1 AND q.status IN ${leasableStatusesSql} AND NOT q.held AND q.due_at > $9::bigint AND q.due_at <= $2::bigint + $7::bigint
+        AND ${pick === 'lane-team' ? 'q.team = $3' : '($3::text IS NULL OR q.team = $3)'}${pick === 'lane' || pick === 'lane-team' ? ' AND q.lane = $10' : ''}
+        ${leaseGateConditions(pick === 'named')}
       ORDER BY q.lane, q.due_at
       LIMIT $4
       FOR UPDATE OF r SKIP LOCKED
@@ -92,7 +101,7 @@ function leaseStatementText(form: 'single' | 'shared'): string {
        FROM leased
    )
    SELECT run_id, job_id, team, attempt, scheduled_at, fire_at, dispatched_at, fencing_token, lease_expires_at, payload,
-          ready_at${shared ? ', share' : ''}
+          ready_at, lane${shared ? ', share' : ''}
      FROM leased
     ORDER BY lane, scheduled_at`;
 }
@@ -100,9 +109,26 @@ function leaseStatementText(form: 'single' | 'shared'): string {
 interface LeasedRow {
   run_id: string; job_id: string; team: string; attempt: number; scheduled_at: number; fire_at: number;
   dispatched_at: number; fencing_token: string; lease_expires_at: number; payload: string | null; ready_at: number;
+  lane: Lane;
 }
 
-export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest): Promise<LeasedRun[]> {
+/** Capacity hook (lease-gates.ts): runs under resource caps and a lease plan, around the plain lease. */
+export function leaseRuns(context: StoreContext, request: LeaseRunsRequest): Promise<LeasedRun[]> {
+  return leaseThroughGates(context, request, leaseKit, (rest) => leaseRunsPlain(context, rest));
+}
+
+const leaseKit: LeaseKit = {
+  statements: {
+    lane: prepared(leaseStatementText('single', 'lane'), { autocommit: true }),
+    'lane-team': prepared(leaseStatementText('single', 'lane-team'), { autocommit: true }),
+    named: prepared(leaseStatementText('single', 'named')),
+  },
+  parameters: (...args) => leaseParameters(...args),
+  runOf: (row: LeasedRow) => leasedRunOf(row),
+  noLowerBound: noLowerBoundMs,
+};
+
+async function leaseRunsPlain(context: StoreContext, request: LeaseRunsRequest): Promise<LeasedRun[]> {
   const passes = leasePasses(request);
   // Two statements share a transaction: a failure between them must not leave the first's
   // leases committed and unanswered (their runs would wait out the lease).
@@ -122,6 +148,12 @@ export async function leaseRuns(context: StoreContext, request: LeaseRunsRequest
  */
 export async function leaseRunsShared(context: StoreContext, requests: readonly LeaseRunsRequest[]):
   Promise<LeasedRun[][]> {
+  // Capacity hook: with resource caps declared, each lease goes through the gates in turn.
+  if (await resourceCapsDeclared(context, Math.max(...requests.map((request) => request.nowMs)))) {
+    const answers: LeasedRun[][] = [];
+    for (const request of requests) answers.push(await leaseRuns(context, request));
+    return answers;
+  }
   const first = requests[0]!;
   const bounds: number[] = [];
   let runs = 0;
@@ -181,6 +213,7 @@ function leasedRunOf(row: LeasedRow): LeasedRun {
     fencingToken: row.fencing_token,
     leaseExpiresAtMs: row.lease_expires_at,
     readyAtMs: row.ready_at,
+    lane: row.lane,
   };
 }
 

@@ -283,6 +283,29 @@ const migrations: readonly { version: number; statements: readonly string[] }[] 
       `CREATE INDEX active_runs_team_ready ON active_runs (team) WHERE status = 'ready' AND team <> ''`,
     ],
   },
+  {
+    // Capacity (lease-gates.ts). A job's resources as an array, kept by the database from its
+    // spec (NULL when none), with an index of the tagged jobs only: a lease finds the runs
+    // under a cap through it, and an untagged job costs its create one parse of the spec.
+    // A lease for one team within a lane reads active_runs_leasable_by_team, so a team's
+    // trickle is found without walking another team's backlog. A resource slot is held while
+    // its run is running under the token that took it: the ends of a run free it with no
+    // write of their own.
+    version: 13,
+    statements: [
+      `CREATE FUNCTION tickler_resources(spec json) RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
+         AS $$ SELECT NULLIF(ARRAY(SELECT json_array_elements_text(spec -> 'resources')), '{}') $$`,
+      'ALTER TABLE jobs ADD COLUMN resources text[] GENERATED ALWAYS AS (tickler_resources(spec)) STORED',
+      'CREATE INDEX jobs_resources ON jobs USING gin (resources) WHERE resources IS NOT NULL',
+      `CREATE INDEX active_runs_leasable_by_team ON active_runs (pool, lane, team, due_at)
+        WHERE status IN ('ready', 'retry_wait') AND NOT held`,
+      'CREATE TABLE resource_caps (name text PRIMARY KEY, max_concurrency integer NOT NULL, updated_at bigint NOT NULL)',
+      'CREATE TABLE resource_slots (name text NOT NULL, run_id text NOT NULL, token bigint NOT NULL, PRIMARY KEY (name, run_id))',
+      'CREATE TABLE pool_pauses (pool text NOT NULL, team text NOT NULL, at_ms bigint NOT NULL, PRIMARY KEY (pool, team))',
+      'CREATE TABLE lane_caps (lane text PRIMARY KEY, dispatch_per_s double precision NOT NULL)',
+      'CREATE TABLE dispatch_buckets (key text PRIMARY KEY, tokens double precision NOT NULL, at_ms bigint NOT NULL)',
+    ],
+  },
 ];
 
 export const schemaVersion = migrations[migrations.length - 1]!.version;

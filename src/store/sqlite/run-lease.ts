@@ -13,6 +13,10 @@ import type { RunStatus } from '../../domain/types.js';
 import { laneOrder, type LeaseRunsRequest, type LeasedRun } from '../store.js';
 import { boundLimit, type RunTable, type TokenSequence } from './tables.js';
 import { atomically } from './atomically.js';
+// Capacity hooks (lease-gates.ts): the lease plan, pauses and resource caps.
+import { runPlanSync, type LeaseSlice } from '../../domain/lease-policy.js';
+import type { Lane } from '../../domain/types.js';
+import { SqliteLeaseGates, type LeaseGate } from './lease-gates.js';
 
 /**
  * A leasable run as the lease query answers it, in column order: the query runs in raw mode
@@ -46,12 +50,15 @@ function leaseQueryText(): string {
 export class RunLease {
   private readonly selectLeasable: Database.Statement<[string, string, number, number, string | null, string | null, number], LeasableRow>;
   private readonly markRunning: Database.Statement<[number, number, number, number, number, string | null, number]>;
+  /** Capacity hook: pauses, resource caps and the plan's per-team reads. */
+  readonly gates: SqliteLeaseGates;
 
   constructor(
     private readonly db: Database.Database,
     private readonly runs: RunTable,
     private readonly tokens: TokenSequence,
   ) {
+    this.gates = new SqliteLeaseGates(db);
     this.selectLeasable = db.prepare<[string, string, number, number, string | null, string | null, number], LeasableRow>(
       leaseQueryText()).raw(true);
     this.markRunning = db.prepare(`
@@ -65,22 +72,50 @@ export class RunLease {
     assert.ok(request.max >= 1, 'lease at least one run');
     const apply = (): LeasedRun[] => {
       const leased: LeasedRun[] = [];
-      for (const pass of leasePasses(request)) this.leaseWithin(request, pass.afterMs, pass.untilMs, pass.upToCount, leased);
+      // Capacity hook: a paused scope leases nothing; a plan is executed slice by slice.
+      const gate = this.gates.open(request);
+      if (gate === null) return leased;
+      const passes = leasePasses(request);
+      if (request.plan !== undefined && passes.length === 1 && passes[0]!.upToCount === request.max) {
+        const { untilMs } = passes[0]!;
+        runPlanSync(request.plan, request.max, (slice, room) => this.leaseSlice(request, gate, slice, untilMs, leased.length + room, leased));
+        return leased;
+      }
+      for (const pass of passes) this.leaseWithin(request, gate, pass.afterMs, pass.untilMs, pass.upToCount, leased);
       return leased;
     };
     return atomically(this.db, apply);
   }
 
   /** Leases runs with `afterMs < ready_at <= untilMs` until `leased` holds `upToCount`. */
-  private leaseWithin(request: LeaseRunsRequest, afterMs: number, untilMs: number, upToCount: number, leased: LeasedRun[]): void {
-    for (const lane of laneOrder) {
+  private leaseWithin(request: LeaseRunsRequest, gate: LeaseGate, afterMs: number, untilMs: number, upToCount: number,
+    leased: LeasedRun[], lanes: readonly Lane[] = laneOrder, team: string | null = request.team): void {
+    for (const lane of lanes) {
       const remaining = upToCount - leased.length;
       if (remaining <= 0) return;
-      const rows = this.selectLeasable.all(request.pool, lane, afterMs, untilMs, request.team, request.team, remaining);
+      // Capacity hook: the gate holds back runs of paused teams and runs over a resource cap.
+      const rows = gate.admit(remaining, (limit) => team !== null && request.team === null
+        ? this.gates.selectTeamRows(request.pool, lane, team, afterMs, untilMs, limit) as LeasableRow[]
+        : this.selectLeasable.all(request.pool, lane, afterMs, untilMs, team, team, limit));
       if (rows.length === 0) continue;
       let token = this.tokens.reserve(rows.length);
-      for (const row of rows) leased.push(this.leaseOne(row, token++, request));
+      for (const row of rows) {
+        const run = this.leaseOne(row, token++, request);
+        run.lane = lane;
+        if (!gate.open) this.gates.holdSlots(gate, run);
+        leased.push(run);
+      }
     }
+  }
+
+  /** Capacity hook: one slice of a lease plan (a lane or all, a team or the request's scope); answers what it leased. */
+  private leaseSlice(request: LeaseRunsRequest, gate: LeaseGate, slice: LeaseSlice, untilMs: number, upToCount: number,
+    leased: LeasedRun[]): number {
+    if (slice.team !== null && gate.teamPaused(slice.team)) return 0;
+    const before = leased.length;
+    this.leaseWithin(request, gate, Number.MIN_SAFE_INTEGER, untilMs, upToCount, leased,
+      slice.lane === null ? laneOrder : [slice.lane], slice.team ?? request.team);
+    return leased.length - before;
   }
 
   /** A run leased ahead (ready_at still to come) is leased from its ready time, and its event says so. */

@@ -15,6 +15,7 @@ import { RunComplete } from './run-complete.js';
 import { RunExpire } from './run-expire.js';
 import { RunHeartbeat } from './run-heartbeat.js';
 import { RunLease } from './run-lease.js';
+import type { SqliteLeaseGates } from './lease-gates.js';
 import { RunReplay } from './run-replay.js';
 
 export class RunTransitions {
@@ -39,6 +40,11 @@ export class RunTransitions {
 
   lease(request: LeaseRunsRequest): LeasedRun[] {
     return this.leases.lease(request);
+  }
+
+  /** Capacity (lease-gates.ts): pauses, resource caps, dispatch caps. */
+  get gates(): SqliteLeaseGates {
+    return this.leases.gates;
   }
 
   heartbeat(team: TeamScope, runId: string, fencingToken: string, nowMs: number): HeartbeatOutcome {

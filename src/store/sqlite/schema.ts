@@ -345,6 +345,39 @@ const migrations: readonly string[] = [
   CREATE INDEX jobs_quota_pending ON jobs (team) WHERE quota_counted = 1 AND state = 'active';
   CREATE INDEX runs_team_ready ON runs (team) WHERE status = 'ready' AND team <> '';
   `,
+  `
+  -- v10: capacity (lease-gates.ts). A lease for one team within a lane reads its runs by
+  -- (pool, lane, team): a team's trickle is found without walking another team's backlog.
+  CREATE INDEX runs_leasable_by_team ON runs (pool, lane, team, ready_at)
+    WHERE status IN ('ready', 'retry_wait') AND held = 0;
+  CREATE TABLE resource_caps (
+    name TEXT PRIMARY KEY,
+    max_concurrency INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  -- A slot is held while its run is running under the attempt (token) that took it.
+  CREATE TABLE resource_slots (
+    name TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    token INTEGER NOT NULL,
+    PRIMARY KEY (name, run_id)
+  ) WITHOUT ROWID;
+  CREATE TABLE pool_pauses (
+    pool TEXT NOT NULL,
+    team TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (pool, team)
+  ) WITHOUT ROWID;
+  CREATE TABLE lane_caps (
+    lane TEXT PRIMARY KEY,
+    dispatch_per_s REAL NOT NULL
+  ) WITHOUT ROWID;
+  CREATE TABLE dispatch_buckets (
+    key TEXT PRIMARY KEY,
+    tokens REAL NOT NULL,
+    at INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  `,
 ];
 
 export const schemaVersion = migrations.length;

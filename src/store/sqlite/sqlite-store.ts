@@ -17,13 +17,14 @@ import { TicklerError } from '../../errors.js';
 import { isFatalError } from '../../fatal-error.js';
 import { groupCommitMax, timingDefaults } from '../../limits.js';
 import type { Logger } from '../../obs/log.js';
-import type { JobRecord, Page, RunRecord } from '../../domain/types.js';
+import type { JobRecord, Lane, Page, RunRecord } from '../../domain/types.js';
 import type {
   ClaimParkedWaiter, CompleteOutcome, CompleteRequest, CreateJobInput, CreateJobOutcome, DispatchItem,
   DispatchResult, ExpiredLease, FinishAheadItem, FinishAheadResult, HeartbeatOutcome, JobChange, JobChangeOutcome, JobListFilter,
   LeaseRunsRequest, LeasedRun, LoadTimersQuery, LoadedTimer, ReplayOutcome, RunListFilter, RunWithEvents, ServedWaiter, ShardLease,
   AnnouncedSilence, SilentJob, SilentJobsCursor, Store, TeamScope, TimerWrite, WriteAheadItem, WriteAheadResult,
   CreateQuota, QuotaCreateOutcome, TeamLimitsEntry,
+  PoolPause, ResourceUsage,
 } from '../store.js';
 import { leaseCameBackShort } from '../store.js';
 import { Dispatcher, type Fired } from './dispatch.js';
@@ -523,6 +524,54 @@ export class SqliteStore implements Store {
 
   async nextReadyAtMs(team: TeamScope, pool: string): Promise<number | null> {
     return this.run(() => this.reads.nextReadyAtMs(team, pool));
+  }
+
+  // Capacity (store.ts CapacityStore; lease-gates.ts) -----------------------------------
+
+  async readyLaneTeams(team: TeamScope, pool: string, nowMs: number): Promise<Map<Lane, string[]>> {
+    return this.run(() => this.runTransitions.gates.readyLaneTeams(team, pool, nowMs));
+  }
+
+  async putResourceCap(name: string, maxConcurrency: number, nowMs: number): Promise<void> {
+    await this.write(1, () => this.runTransitions.gates.putResourceCap(name, maxConcurrency, nowMs));
+  }
+
+  async deleteResourceCap(name: string): Promise<boolean> {
+    return this.write(1, () => this.runTransitions.gates.deleteResourceCap(name));
+  }
+
+  async resourceUsage(names?: readonly string[]): Promise<ResourceUsage[]> {
+    return this.write(1, () => this.runTransitions.gates.resourceUsage(names), undefined, { durable: false });
+  }
+
+  async setPoolPause(pool: string, team: string, paused: boolean, nowMs: number): Promise<void> {
+    await this.write(1, () => this.runTransitions.gates.setPoolPause(pool, team, paused, nowMs),
+      () => { if (!paused) this.notifier.emitRunsReady([pool]); });
+  }
+
+  async clearPoolPauses(pool: string): Promise<void> {
+    await this.write(1, () => this.runTransitions.gates.clearPoolPauses(pool), () => this.notifier.emitRunsReady([pool]));
+  }
+
+  async listPoolPauses(pool: string | null): Promise<PoolPause[]> {
+    return this.run(() => this.runTransitions.gates.listPoolPauses(pool));
+  }
+
+  async setLaneDispatchCap(lane: Lane, dispatchPerS: number | null): Promise<void> {
+    await this.write(1, () => this.runTransitions.gates.setLaneDispatchCap(lane, dispatchPerS));
+  }
+
+  async listLaneDispatchCaps(): Promise<Map<Lane, number>> {
+    return this.run(() => this.runTransitions.gates.listLaneDispatchCaps());
+  }
+
+  async takeDispatchTokens(key: string, ratePerS: number, wanted: number, nowMs: number): Promise<number> {
+    return this.write(1, () => this.runTransitions.gates.takeDispatchTokens(key, ratePerS, wanted, nowMs), undefined,
+      { durable: false });
+  }
+
+  async returnDispatchTokens(key: string, ratePerS: number, count: number): Promise<void> {
+    await this.write(1, () => this.runTransitions.gates.returnDispatchTokens(key, ratePerS, count), undefined, { durable: false });
   }
 
   async replayRun(team: TeamScope, runId: string, nowMs: number): Promise<ReplayOutcome> {
