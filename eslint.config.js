@@ -9,7 +9,8 @@ import tseslint from 'typescript-eslint';
  * it must not reach; every relative import is checked, however many `../` it climbs.
  */
 const layers = {
-  domain: ['store', 'service', 'scheduler', 'api', 'worker', 'direct-worker', 'cli', 'obs', 'migrate', 'server', 'clock', 'index'],
+  // The domain imports nothing outside itself (its limits and errors are its own, re-exported).
+  domain: ['store', 'service', 'scheduler', 'api', 'worker', 'direct-worker', 'cli', 'obs', 'migrate', 'server', 'clock', 'index', 'limits', 'errors'],
   obs: ['store', 'service', 'scheduler', 'api', 'worker', 'direct-worker', 'cli', 'migrate', 'server', 'index'],
   store: ['service', 'scheduler', 'api', 'worker', 'direct-worker', 'cli', 'migrate', 'server', 'index'],
   service: ['scheduler', 'api', 'worker', 'direct-worker', 'cli', 'migrate', 'server', 'index'],
@@ -21,19 +22,24 @@ const layers = {
   server: ['cli', 'index'],
 };
 
-function layerRule([folder, forbidden]) {
+/**
+ * One rule per depth below the folder: an import climbing out of src/<folder> from a file
+ * `depth` folders deep needs more than `depth` `../` to reach src/ and name a layer there, so
+ * `../errors.js` in src/domain/schedule/ (domain/errors.ts) is not src/errors.ts.
+ */
+function layerRules([folder, forbidden]) {
   const names = forbidden.join('|');
-  return {
-    files: [`src/${folder}/**/*.ts`],
+  return [0, 1, 2].map((depth) => ({
+    files: [`src/${folder}/${'*/'.repeat(depth)}*.ts`],
     rules: {
       'no-restricted-imports': ['error', {
         patterns: [{
-          regex: `^(\\.\\./)+(${names})(/|\\.js$)`,
+          regex: `^(\\.\\./){${depth + 1},}(${names})(/|\\.js$)`,
           message: `src/${folder} may not import this layer (docs/DESIGN.md, "Layout": the direction of dependencies)`,
         }],
       }],
     },
-  };
+  }));
 }
 
 export default tseslint.config(
@@ -60,7 +66,7 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'error',
     },
   },
-  ...Object.entries(layers).map(layerRule),
+  ...Object.entries(layers).flatMap(layerRules),
   {
     // The SDK may name the server's wire shapes only through its own wire.ts; the API the SDK's.
     files: ['src/api/**/*.ts'],

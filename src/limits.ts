@@ -5,8 +5,9 @@
  */
 import assert from 'node:assert/strict';
 
-export const shardCount = 1024;
-export const bucketDurationMs = 60_000;
+export {
+  bucketDurationMs, catchUpSkippedRowsMax, cronLengthMax, retryJitterFraction, scheduleLookaheadYears, shardCount,
+} from './domain/limits.js';
 
 export const payloadBytesMax = 65_536;
 export const requestBodyBytesMax = 1_048_576;
@@ -25,7 +26,6 @@ export const resourcesCountMax = 32;
 /** A resource cap's `max_concurrency` and a lane's `dispatch_per_s`, at most (routes-capacity.ts). */
 export const resourceConcurrencyMax = 1_000_000;
 export const laneDispatchPerSecondMax = 1_000_000;
-export const cronLengthMax = 1_024;
 export const errorTextLengthMax = 8_192;
 export const resultBytesMax = 65_536;
 export const jsonDepthMax = 64;
@@ -61,8 +61,6 @@ export function assertHttpLimits(http: HttpLimits): void {
   assert.ok(http.idleTimeoutMs > 0 && http.connectionsMax >= 1);
 }
 
-/** A cron expression with no occurrence within this horizon is rejected (`0 0 30 2 *`). */
-export const scheduleLookaheadYears = 5;
 export const toleranceSecondsMax = 86_400;
 
 export const leaseSecondsMin = 5;
@@ -82,13 +80,10 @@ export const retryDefault = { max_attempts: 5, base_s: 30, max_s: 3_600 } as con
 export const retryAttemptsMax = 100;
 export const retryBaseSecondsMax = 86_400;
 export const retryMaxSecondsMax = 7 * 86_400;
-export const retryJitterFraction = 0.2;
 
 export const cronToleranceSecondsDefault = 300;
 export const oneShotToleranceSecondsDefault = 0;
 export const catchUpWindowSecondsDefault = 86_400;
-/** A catch-up writes at most this many skipped rows and summarises the rest (API.md). */
-export const catchUpSkippedRowsMax = 100;
 /** Share of dispatch capacity a `catch_up: all` backlog may use. */
 export const catchUpDispatchShareDefault = 0.2;
 

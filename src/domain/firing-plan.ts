@@ -26,7 +26,7 @@
  */
 import type { JobSpec } from './types.js';
 import type { OccurrenceWrite, TimerWrite } from './types.js';
-import { catchUpSkippedRowsMax } from '../limits.js';
+import { catchUpSkippedRowsMax } from './limits.js';
 import {
   countOccurrences, newestOccurrences, nextOccurrence, occurrencesAfter, type CompiledSchedule, type Occurrence,
 } from './schedule.js';

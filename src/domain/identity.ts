@@ -4,7 +4,7 @@
  */
 import { hash, randomFillSync } from 'node:crypto';
 import { stringify as stableStringify } from 'safe-stable-stringify';
-import { bucketDurationMs, shardCount } from '../limits.js';
+import { bucketDurationMs, shardCount } from './limits.js';
 
 /**
  * `hex(sha256(job_id + "|" + scheduled_at_iso))[0:32]`, on the pre-jitter time. A herd

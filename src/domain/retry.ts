@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import type { RetrySpec } from './types.js';
-import { retryJitterFraction } from '../limits.js';
+import { retryJitterFraction } from './limits.js';
 
 export function retryDelayMs(retry: RetrySpec, failedAttempt: number, uniform01: number): number {
   assert.ok(Number.isInteger(failedAttempt) && failedAttempt >= 1, 'attempts count from 1');

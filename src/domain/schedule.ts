@@ -4,8 +4,8 @@
  * in schedule/cron-expression.ts, wall-clock matching in schedule/wall-calendar.ts, zone
  * offsets in schedule/time-zone.ts and the DST rules in schedule/occurrence-stream.ts.
  */
-import { TicklerError } from '../errors.js';
-import { cronLengthMax, scheduleLookaheadYears } from '../limits.js';
+import { TicklerError } from './errors.js';
+import { cronLengthMax, scheduleLookaheadYears } from './limits.js';
 import { canonicalInstantMs } from './instant.js';
 import type { DstSpec, ScheduleSpec } from './types.js';
 import { dstGapRules, dstRepeatRules } from './types.js';

@@ -9,8 +9,8 @@
  * `LW`, `NW`; day-of-week `NL` (last N-day of the month), `N#K` (K-th N-day), 7 = Sunday;
  * the macros `@hourly`, `@daily`, `@midnight`, `@weekly`, `@monthly`, `@yearly`, `@annually`.
  */
-import { TicklerError } from '../../errors.js';
-import { cronLengthMax } from '../../limits.js';
+import { TicklerError } from '../errors.js';
+import { cronLengthMax } from '../limits.js';
 
 export interface DayOfMonthRule {
   /** Index 1..31. */
